@@ -1,0 +1,56 @@
+# deja: `make run` (fresh clone -> running gateway) and `make test` (fresh clone -> passing suite).
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+RUNTIME_STAMP := $(VENV)/.deja-runtime
+DEV_STAMP := $(VENV)/.deja-dev
+
+.PHONY: run test lint typecheck unit install dev bench clean redis-server help
+.DEFAULT_GOAL := help
+
+help:
+	@echo "make run    - install into $(VENV) if needed and start the gateway with simulated replicas"
+	@echo "make test   - install test deps, lint, type-check, run the suite against a real redis-server"
+	@echo "make bench  - side-by-side benchmarks (bench/README.md)"
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+$(RUNTIME_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e .
+	@touch $@
+
+$(DEV_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e '.[dev]'
+	@touch $@ $(RUNTIME_STAMP)
+
+install: $(RUNTIME_STAMP)
+dev: $(DEV_STAMP)
+
+run: $(RUNTIME_STAMP)
+	$(BIN)/deja serve --demo
+
+# The suite starts its own redis-server on a free port (tests/conftest.py) unless
+# DEJA_TEST_REDIS_URL names one; this only makes sure the binary exists.
+redis-server:
+	@command -v redis-server >/dev/null || { \
+	  echo "redis-server not found: installing it with apt-get"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; }
+
+lint: $(DEV_STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(DEV_STAMP)
+	$(BIN)/mypy
+
+test: $(DEV_STAMP) redis-server lint typecheck
+	$(BIN)/pytest
+
+bench: $(DEV_STAMP)
+	$(BIN)/python bench/gateway_paths.py
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

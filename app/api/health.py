@@ -1,0 +1,35 @@
+"""Liveness and readiness."""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from app.api.json import json_response
+from app.state import gateway_of
+
+
+async def healthz(request: Request) -> Response:
+    """The process is alive and its event loop answers."""
+    return json_response({"status": "ok"})
+
+
+async def readyz(request: Request) -> Response:
+    """Ready when at least one replica answers ``/health`` and Redis answers, if configured."""
+    gateway = gateway_of(request)
+    replicas = await gateway.upstream.health()
+    checks: dict[str, object] = {"replicas": replicas}
+    ready = any(replicas.values())
+    if gateway.exact is not None and gateway.exact.name == "redis":
+        redis_ok = await gateway.exact.ping()
+        checks["redis"] = redis_ok
+        ready = ready and redis_ok
+    checks["status"] = "ready" if ready else "not ready"
+    return json_response(checks, status_code=200 if ready else 503)
+
+
+routes = [
+    Route("/healthz", healthz, methods=["GET"]),
+    Route("/readyz", readyz, methods=["GET"]),
+]

@@ -1,0 +1,102 @@
+"""The OpenAI-compatible routes. Plain Starlette handlers: the hot path skips FastAPI's
+parameter machinery, and the body is read once, bounded by ``max_body_bytes``."""
+
+from __future__ import annotations
+
+import time
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+from starlette.types import Receive
+
+from app.api.json import json_response
+from app.api.validation import validate
+from app.errors import BodyTooLargeError, ModelNotFoundError, NoHealthyReplicaError
+from app.state import Gateway, gateway_of
+from middleware.keys import Endpoint
+from middleware.pipeline import Disconnected
+from middleware.policy import parse_policy
+
+DEFAULT_TENANT = "default"
+#: An unknown model triggers at most one model-list refresh per this many seconds.
+MODEL_REFRESH_ON_MISS_SECONDS = 5.0
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The whole body, or 413 as soon as it is known to exceed ``limit``."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise BodyTooLargeError(f"Request body of {declared} bytes exceeds the {limit}-byte limit.")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise BodyTooLargeError(f"Request body exceeds the {limit}-byte limit.")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _disconnect_waiter(receive: Receive) -> Disconnected:
+    async def wait() -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+
+    return wait
+
+
+async def ensure_model(gateway: Gateway, model: str) -> None:
+    """404 for a model no replica serves; 503 when no replica's model list could be read."""
+    pool = gateway.upstream.pool
+    if model in pool.known_models():
+        return
+    if time.monotonic() - pool.models_refreshed_at > MODEL_REFRESH_ON_MISS_SECONDS:
+        await gateway.upstream.refresh_models()
+        pool.models_refreshed_at = time.monotonic()
+        if model in pool.known_models():
+            return
+    if not pool.known_models():
+        raise NoHealthyReplicaError("no replica is reachable to serve this request")
+    raise ModelNotFoundError(
+        f"The model '{model}' does not exist or is not served by any replica.", param="model"
+    )
+
+
+async def _generate(request: Request, endpoint: Endpoint) -> Response:
+    gateway = gateway_of(request)
+    settings = gateway.settings
+    raw = await read_body(request, settings.max_body_bytes)
+    policy = parse_policy(
+        request.headers,
+        default_ttl=settings.cache_ttl_seconds,
+        max_ttl=settings.cache_max_ttl_seconds,
+    )
+    req = validate(endpoint, raw, tenant=DEFAULT_TENANT, policy=policy)
+    await ensure_model(gateway, req.model)
+    return await gateway.pipeline.handle(req, _disconnect_waiter(request.receive))
+
+
+async def chat_completions(request: Request) -> Response:
+    return await _generate(request, "chat")
+
+
+async def completions(request: Request) -> Response:
+    return await _generate(request, "completion")
+
+
+async def list_models(request: Request) -> Response:
+    gateway = gateway_of(request)
+    pool = gateway.upstream.pool
+    if not pool.known_models():
+        await gateway.upstream.refresh_models()
+    return json_response({"object": "list", "data": pool.model_list()})
+
+
+routes = [
+    Route("/v1/chat/completions", chat_completions, methods=["POST"]),
+    Route("/v1/completions", completions, methods=["POST"]),
+    Route("/v1/models", list_models, methods=["GET"]),
+]

@@ -1,0 +1,159 @@
+"""Request validation: enough to fail clearly (400 with ``param``), never more.
+
+Unknown fields are not rejected: they travel to the replica untouched. Ranges are left to the
+replica, whose own 400 is passed through.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+
+from app.errors import InvalidRequestError
+from middleware.keys import Endpoint
+from middleware.policy import CachePolicy
+from middleware.request import GatewayRequest
+
+_NUMBER = (int, float)
+_CHAT_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
+
+# field -> (accepted python types, human description); None is always accepted.
+_COMMON_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
+    "stream": ((bool,), "a boolean"),
+    "n": ((int,), "an integer"),
+    "temperature": (_NUMBER, "a number"),
+    "top_p": (_NUMBER, "a number"),
+    "max_tokens": ((int,), "an integer"),
+    "seed": ((int,), "an integer"),
+    "presence_penalty": (_NUMBER, "a number"),
+    "frequency_penalty": (_NUMBER, "a number"),
+    "logit_bias": ((dict,), "an object"),
+    "stream_options": ((dict,), "an object"),
+    "user": ((str,), "a string"),
+    "stop": ((str, list), "a string or an array of strings"),
+}
+_CHAT_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
+    "max_completion_tokens": ((int,), "an integer"),
+    "logprobs": ((bool,), "a boolean"),
+    "top_logprobs": ((int,), "an integer"),
+    "tools": ((list,), "an array"),
+    "tool_choice": ((str, dict), "a string or an object"),
+    "response_format": ((dict,), "an object"),
+    "parallel_tool_calls": ((bool,), "a boolean"),
+}
+_COMPLETION_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
+    "logprobs": ((int,), "an integer"),
+    "echo": ((bool,), "a boolean"),
+    "suffix": ((str,), "a string"),
+    "best_of": ((int,), "an integer"),
+}
+
+
+def parse_json(raw: bytes) -> dict[str, Any]:
+    """Decode the body; anything but a JSON object is a 400."""
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise InvalidRequestError(
+            f"We could not parse the JSON body of your request: {exc}"
+        ) from exc
+    if not isinstance(body, dict):
+        raise InvalidRequestError("The request body must be a JSON object.")
+    return body
+
+
+def _check_type(body: Mapping[str, Any], name: str, types: tuple[type, ...], desc: str) -> None:
+    value = body.get(name)
+    if value is None:
+        return
+    is_bool = isinstance(value, bool)
+    if not isinstance(value, types) or (is_bool and bool not in types):
+        raise InvalidRequestError(
+            f"Invalid type for '{name}': expected {desc}, got {type(value).__name__}.", param=name
+        )
+
+
+def _check_messages(messages: Any) -> None:
+    if not isinstance(messages, list) or not messages:
+        raise InvalidRequestError(
+            "'messages' must be a non-empty array of message objects.", param="messages"
+        )
+    for i, message in enumerate(messages):
+        where = f"messages[{i}]"
+        if not isinstance(message, dict):
+            raise InvalidRequestError(f"'{where}' must be an object.", param=where)
+        role = message.get("role")
+        if not isinstance(role, str) or role not in _CHAT_ROLES:
+            raise InvalidRequestError(
+                f"'{where}.role' must be one of {sorted(_CHAT_ROLES)}.", param=f"{where}.role"
+            )
+        content = message.get("content")
+        if content is not None and not isinstance(content, str | list):
+            raise InvalidRequestError(
+                f"'{where}.content' must be a string or an array of content parts.",
+                param=f"{where}.content",
+            )
+        if isinstance(content, list):
+            for j, part in enumerate(content):
+                if not isinstance(part, dict) or not isinstance(part.get("type"), str):
+                    raise InvalidRequestError(
+                        f"'{where}.content[{j}]' must be an object with a 'type'.",
+                        param=f"{where}.content[{j}]",
+                    )
+
+
+def _prompt_count(prompt: Any) -> int:
+    """How many prompts ``prompt`` holds; raises for anything the API does not accept."""
+    if isinstance(prompt, str):
+        return 1
+    if isinstance(prompt, list) and prompt:
+        if all(isinstance(p, str) for p in prompt):
+            return len(prompt)
+        if all(isinstance(p, int) and not isinstance(p, bool) for p in prompt):
+            return 1
+        if all(isinstance(p, list) and all(isinstance(t, int) for t in p) for p in prompt):
+            return len(prompt)
+    raise InvalidRequestError(
+        "'prompt' must be a string, an array of strings, or token arrays.", param="prompt"
+    )
+
+
+def validate(endpoint: Endpoint, raw: bytes, *, tenant: str, policy: CachePolicy) -> GatewayRequest:
+    """Parse and check one request body into a :class:`GatewayRequest`."""
+    body = parse_json(raw)
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise InvalidRequestError("you must provide a model parameter", param="model")
+    for name, (types, desc) in _COMMON_TYPES.items():
+        _check_type(body, name, types, desc)
+    specific = _CHAT_TYPES if endpoint == "chat" else _COMPLETION_TYPES
+    for name, (types, desc) in specific.items():
+        _check_type(body, name, types, desc)
+    n = body.get("n")
+    n = 1 if n is None else n
+    if n < 1:
+        raise InvalidRequestError("'n' must be at least 1.", param="n")
+    if endpoint == "chat":
+        _check_messages(body.get("messages"))
+        prompts = 1
+        wants_logprobs = bool(body.get("logprobs") or body.get("top_logprobs"))
+    else:
+        if "prompt" not in body:
+            raise InvalidRequestError("you must provide a prompt parameter", param="prompt")
+        prompts = _prompt_count(body["prompt"])
+        wants_logprobs = body.get("logprobs") is not None or bool(body.get("echo"))
+    stream = bool(body.get("stream"))
+    options = body.get("stream_options") or {}
+    return GatewayRequest(
+        endpoint=endpoint,
+        body=body,
+        raw=raw,
+        model=model,
+        stream=stream,
+        include_usage=stream and bool(options.get("include_usage")),
+        cacheable=n == 1 and prompts == 1 and not wants_logprobs,
+        tenant=tenant,
+        policy=policy,
+    )

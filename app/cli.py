@@ -1,0 +1,99 @@
+"""The ``deja`` command line."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+import click
+import orjson
+
+from app.errors import ConfigError
+from config.settings import Settings, load_settings
+
+
+def _configure_logging(level: str) -> None:
+    logging.basicConfig(
+        level=level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="deja")
+def main() -> None:
+    """deja: an OpenAI-compatible caching gateway and prefix-aware router for vLLM replicas."""
+
+
+@main.command()
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    envvar="DEJA_CONFIG",
+    help="YAML settings file (env: DEJA_CONFIG). DEJA_* variables override it.",
+)
+@click.option("--host", default=None, help="Listen address (env: DEJA_HOST, default 127.0.0.1).")
+@click.option("--port", type=int, default=None, help="Listen port (env: DEJA_PORT, default 8080).")
+@click.option(
+    "--demo",
+    is_flag=True,
+    default=None,
+    help="With no replicas configured, start simulated vLLM replicas in-process (env: DEJA_DEMO).",
+)
+@click.option(
+    "--log-level",
+    type=click.Choice(["debug", "info", "warning", "error"]),
+    default=None,
+    help="Log level (env: DEJA_LOG_LEVEL, default info).",
+)
+@click.option(
+    "--print-config", is_flag=True, help="Print the effective config (secrets masked) and exit."
+)
+def serve(
+    config_file: Path | None,
+    host: str | None,
+    port: int | None,
+    demo: bool | None,
+    log_level: str | None,
+    print_config: bool,
+) -> None:
+    """Run the gateway (one worker process, uvicorn on uvloop + httptools)."""
+    try:
+        settings = load_settings(config_file, host=host, port=port, demo=demo, log_level=log_level)
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from exc
+    if print_config:
+        click.echo(orjson.dumps(settings.masked(), option=orjson.OPT_INDENT_2).decode())
+        return
+    _configure_logging(settings.log_level)
+    run_server(settings)
+
+
+def run_server(settings: Settings) -> None:
+    import uvicorn
+
+    from app.main import create_app
+
+    uvicorn.run(
+        create_app(settings),
+        host=settings.host,
+        port=settings.port,
+        loop="uvloop",
+        http="httptools",
+        lifespan="on",
+        access_log=False,
+        log_level=settings.log_level,
+        timeout_graceful_shutdown=10,
+    )
+
+
+def _register_subcommands() -> None:
+    from app.sim.cli import sim_command
+
+    main.add_command(sim_command)
+
+
+_register_subcommands()

@@ -1,0 +1,169 @@
+"""Settings: one pydantic-settings model, ``DEJA_*`` environment variables mirroring YAML keys.
+
+Precedence, highest first: explicit overrides (CLI flags) > environment (``DEJA_*``) > the YAML
+file (``--config`` / ``DEJA_CONFIG``) > defaults.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit, urlunsplit
+
+import yaml
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from app.errors import ConfigError
+
+ENV_PREFIX = "DEJA_"
+MASK = "********"
+
+
+class Settings(BaseSettings):
+    """Effective configuration of one gateway process."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid", frozen=True)
+
+    # --- server -------------------------------------------------------------------------------
+    host: str = Field("127.0.0.1", description="Address the gateway listens on.")
+    port: int = Field(8080, ge=0, le=65535, description="Port the gateway listens on.")
+    log_level: Literal["debug", "info", "warning", "error"] = Field(
+        "info", description="Log level of the gateway's own logger."
+    )
+    max_body_bytes: int = Field(
+        4 * 1024 * 1024, ge=1024, description="Largest request body accepted; larger gets 413."
+    )
+
+    # --- upstream replicas --------------------------------------------------------------------
+    replicas: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="vLLM replica base URLs (comma-separated in the environment, a list in YAML).",
+    )
+    demo: bool = Field(
+        False,
+        description="Start two simulated vLLM replicas in-process when no replicas are configured.",
+    )
+    demo_replicas: int = Field(
+        2, ge=1, le=8, description="How many simulated replicas --demo starts."
+    )
+    upstream_connect_timeout_seconds: float = Field(
+        2.0, gt=0, description="TCP connect timeout towards a replica."
+    )
+    upstream_timeout_seconds: float = Field(
+        120.0,
+        gt=0,
+        description="Read timeout towards a replica: longest wait for the first byte or between "
+        "two chunks. Past it the client gets 504.",
+    )
+    upstream_max_connections: int = Field(512, ge=1, description="Connection pool size (total).")
+    upstream_max_keepalive: int = Field(128, ge=0, description="Idle keep-alive connections kept.")
+    replica_cooldown_seconds: float = Field(
+        5.0, ge=0, description="How long a replica that refused a connection is skipped."
+    )
+    model_refresh_seconds: float = Field(
+        30.0, gt=0, description="How often the served-model list is re-read from the replicas."
+    )
+
+    # --- exact cache --------------------------------------------------------------------------
+    cache_enabled: bool = Field(True, description="Master switch for the response cache.")
+    redis_url: str | None = Field(
+        None, description="Redis URL for the exact cache; unset = in-process LRU with TTL."
+    )
+    redis_timeout_seconds: float = Field(
+        0.25, gt=0, description="Per-operation Redis timeout; past it the cache is skipped."
+    )
+    redis_retry_seconds: float = Field(
+        1.0, ge=0, description="After a Redis failure, skip Redis this long before trying again."
+    )
+    cache_ttl_seconds: int = Field(86_400, ge=1, description="Default TTL of a cached answer.")
+    cache_max_ttl_seconds: int = Field(
+        7 * 86_400, ge=1, description="Upper bound for a per-request X-Deja-TTL."
+    )
+    memory_cache_max_entries: int = Field(
+        10_000, ge=1, description="Entry bound of the in-process exact cache."
+    )
+    memory_cache_max_bytes: int = Field(
+        256 * 1024 * 1024, ge=1024, description="Byte bound of the in-process exact cache."
+    )
+
+    # --- secrets (masked in --print-config) ---------------------------------------------------
+    replica_api_key: SecretStr | None = Field(
+        None, description="Bearer key sent to the replicas (vLLM --api-key), if they need one."
+    )
+
+    data_dir: Path = Field(Path(".deja"), description="Where embedded stores keep their files.")
+
+    @field_validator("replicas", mode="before")
+    @classmethod
+    def _split_replicas(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
+
+    @field_validator("replicas")
+    @classmethod
+    def _check_replicas(cls, value: list[str]) -> list[str]:
+        cleaned = []
+        for url in value:
+            parts = urlsplit(url)
+            if parts.scheme not in ("http", "https") or not parts.netloc:
+                raise ValueError(f"replica URL must be http(s)://host:port, got {url!r}")
+            cleaned.append(url.rstrip("/"))
+        return cleaned
+
+    def masked(self) -> dict[str, Any]:
+        """The effective config as plain data, with secrets and URL passwords masked."""
+        data = self.model_dump(mode="json")
+        for name, field in type(self).model_fields.items():
+            if field.annotation is not None and "SecretStr" in str(field.annotation):
+                data[name] = MASK if data[name] is not None else None
+        if self.redis_url:
+            data["redis_url"] = mask_url(self.redis_url)
+        return data
+
+
+def mask_url(url: str) -> str:
+    """Replace the password of ``scheme://user:password@host`` with a mask."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = f"{parts.username or ''}:{MASK}@{parts.hostname}"
+    if parts.port is not None:
+        netloc += f":{parts.port}"
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc}") from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"config file {path} is not valid YAML: {exc}") from exc
+    if loaded is None:
+        return {}
+    if not isinstance(loaded, dict):
+        raise ConfigError(f"config file {path} must hold a mapping of settings")
+    return loaded
+
+
+def load_settings(config_file: Path | str | None = None, **overrides: Any) -> Settings:
+    """Build the effective settings: overrides > ``DEJA_*`` env > YAML file > defaults."""
+    path = config_file or os.environ.get(f"{ENV_PREFIX}CONFIG")
+    from_file = _read_yaml(Path(path)) if path else {}
+    unknown = sorted(set(from_file) - set(Settings.model_fields))
+    if unknown:
+        raise ConfigError(f"unknown setting(s) in {path}: {', '.join(unknown)}")
+    env_names = {name.upper() for name in os.environ}
+    init = {
+        key: value
+        for key, value in from_file.items()
+        if f"{ENV_PREFIX}{key}".upper() not in env_names
+    }
+    init.update({key: value for key, value in overrides.items() if value is not None})
+    try:
+        return Settings(**init)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc

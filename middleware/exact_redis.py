@@ -1,0 +1,104 @@
+"""The Redis backend of the exact cache (``redis.asyncio``, one connection pool).
+
+A failing Redis never fails a request: every error becomes ``CacheUnavailableError`` and, for
+``retry_seconds`` afterwards, calls fail fast without touching the network, so a dead Redis costs
+nothing per request. After that the pool reconnects by itself and caching resumes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+import redis.asyncio as aioredis
+from redis.backoff import NoBackoff
+from redis.exceptions import RedisError
+from redis.retry import Retry
+
+from app.errors import CacheUnavailableError
+
+log = logging.getLogger("deja.cache")
+
+KEY_PREFIX = "deja:x:"
+
+
+class RedisExactStore:
+    """Exact-cache entries as Redis strings with ``EX`` TTLs."""
+
+    name = "redis"
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        timeout: float,
+        retry_seconds: float,
+        max_connections: int = 256,
+    ) -> None:
+        self._client: aioredis.Redis = aioredis.Redis.from_url(
+            url,
+            socket_timeout=timeout,
+            socket_connect_timeout=timeout,
+            max_connections=max_connections,
+            retry=Retry(NoBackoff(), 0),
+            health_check_interval=0,
+        )
+        self._timeout = timeout
+        self._retry_seconds = retry_seconds
+        self._down_until = 0.0
+
+    def _check_open(self) -> None:
+        if self._down_until and time.monotonic() < self._down_until:
+            raise CacheUnavailableError("redis is unavailable (cooling down after an error)")
+
+    def _failed(self, op: str, exc: BaseException) -> CacheUnavailableError:
+        if not self._down_until:
+            log.warning("redis %s failed, exact cache off for now: %s", op, exc or type(exc))
+        self._down_until = time.monotonic() + self._retry_seconds
+        return CacheUnavailableError(f"redis {op} failed: {exc}")
+
+    def _recovered(self) -> None:
+        if self._down_until:
+            log.info("redis is reachable again, exact cache back on")
+            self._down_until = 0.0
+
+    async def get(self, key: str) -> bytes | None:
+        self._check_open()
+        try:
+            async with asyncio.timeout(self._timeout):
+                value = await self._client.get(KEY_PREFIX + key)
+        except (RedisError, OSError, TimeoutError) as exc:
+            raise self._failed("get", exc) from exc
+        self._recovered()
+        return value if isinstance(value, bytes) else None
+
+    async def set(self, key: str, value: bytes, ttl: int) -> None:
+        self._check_open()
+        try:
+            async with asyncio.timeout(self._timeout):
+                await self._client.set(KEY_PREFIX + key, value, ex=ttl)
+        except (RedisError, OSError, TimeoutError) as exc:
+            raise self._failed("set", exc) from exc
+        self._recovered()
+
+    async def delete(self, key: str) -> bool:
+        self._check_open()
+        try:
+            async with asyncio.timeout(self._timeout):
+                removed: int = await self._client.delete(KEY_PREFIX + key)
+        except (RedisError, OSError, TimeoutError) as exc:
+            raise self._failed("delete", exc) from exc
+        self._recovered()
+        return removed > 0
+
+    async def ping(self) -> bool:
+        try:
+            async with asyncio.timeout(self._timeout):
+                await self._client.ping()
+        except (RedisError, OSError, TimeoutError):
+            return False
+        return True
+
+    async def close(self) -> None:
+        await self._client.aclose()

@@ -1,0 +1,242 @@
+"""The request path, top to bottom. Each step is one short method; ``handle`` reads like the
+design page: policy → exact → upstream (route + forward or relay) → store (off the response path).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import httpx
+import orjson
+from starlette.responses import Response, StreamingResponse
+
+from app.errors import CacheUnavailableError, ClientGoneError
+from middleware.entry import CachedAnswer, answer_from_json
+from middleware.exact import ExactStore
+from middleware.keys import exact_key
+from middleware.replay import replay_json, replay_sse
+from middleware.request import GatewayRequest, Outcome
+from middleware.sse import UsageChunkFilter, answer_from_sse
+from middleware.upstream import Upstream
+
+log = logging.getLogger("deja.pipeline")
+
+T = TypeVar("T")
+
+#: Completes when the client has disconnected.
+Disconnected = Callable[[], Coroutine[Any, Any, None]]
+
+JSON = "application/json"
+SSE = "text/event-stream"
+_DONE = b"data: [DONE]\n\n"
+
+
+@dataclass(frozen=True, slots=True)
+class Lookup:
+    """Result of the cache steps: an answer to replay, or the outcome of a miss."""
+
+    outcome: Outcome
+    key: str | None
+    answer: CachedAnswer | None = None
+
+
+class Pipeline:
+    """Runs one request through the cache layers and the upstream pool."""
+
+    def __init__(self, *, exact: ExactStore | None, upstream: Upstream) -> None:
+        self.exact = exact
+        self.upstream = upstream
+        self._background: set[asyncio.Task[None]] = set()
+
+    async def handle(self, req: GatewayRequest, disconnected: Disconnected) -> Response:
+        # 1. policy: req.policy was parsed from the headers at the API boundary.
+        # 3. exact
+        lookup = await self.exact_lookup(req)
+        if lookup.answer is not None:
+            return self.replay(req, lookup)
+        # 5 + 6. route and forward (round-robin until the routing layer lands)
+        if req.stream:
+            return await self.relay_stream(req, lookup, disconnected)
+        return await self.forward(req, lookup, disconnected)
+
+    # --- 3. exact ------------------------------------------------------------------------------
+    async def exact_lookup(self, req: GatewayRequest) -> Lookup:
+        if self.exact is None:
+            return Lookup(Outcome.OFF, None)
+        if not req.cacheable:
+            return Lookup(Outcome.MISS, None)
+        key = exact_key(req.tenant, req.endpoint, req.body)
+        if not req.policy.read:
+            return Lookup(Outcome.MISS, key)
+        try:
+            raw = await self.exact.get(key)
+        except CacheUnavailableError:
+            return Lookup(Outcome.OFF, key)
+        if raw is None:
+            return Lookup(Outcome.MISS, key)
+        answer = CachedAnswer.from_bytes(raw)
+        max_age = req.policy.max_age
+        if max_age is not None and answer.age(time.time()) > max_age:
+            return Lookup(Outcome.MISS, key)
+        return Lookup(Outcome.EXACT, key, answer)
+
+    def replay(self, req: GatewayRequest, lookup: Lookup) -> Response:
+        answer = lookup.answer
+        assert answer is not None
+        headers = {
+            "x-deja-cache": lookup.outcome.value,
+            "x-deja-entry": answer.entry_id,
+            "age": str(int(answer.age(time.time()))),
+        }
+        if req.stream:
+            body = replay_sse(answer, model=req.model, include_usage=req.include_usage)
+            return Response(body, media_type=SSE, headers=headers)
+        return Response(replay_json(answer, model=req.model), media_type=JSON, headers=headers)
+
+    # --- 6. upstream ----------------------------------------------------------------------------
+    async def forward(
+        self,
+        req: GatewayRequest,
+        lookup: Lookup,
+        disconnected: Disconnected,
+    ) -> Response:
+        reply = await _until_disconnect(
+            self.upstream.complete(req.path, req.raw, req.model), disconnected
+        )
+        headers = self._miss_headers(lookup, reply.replica.name)
+        if self._should_store(req, lookup):
+            assert lookup.key is not None
+            key, created = lookup.key, time.time()
+
+            def build() -> CachedAnswer | None:
+                body = orjson.loads(reply.body)
+                if not isinstance(body, dict):
+                    return None
+                return answer_from_json(
+                    body, entry_id=key, endpoint=req.endpoint, created_at=created
+                )
+
+            self.store_later(key, build, req.policy.ttl)
+        return Response(reply.body, media_type=JSON, headers=headers)
+
+    async def relay_stream(
+        self,
+        req: GatewayRequest,
+        lookup: Lookup,
+        disconnected: Disconnected,
+    ) -> Response:
+        store = self._should_store(req, lookup)
+        # A stored answer must carry usage, so ask for it and hide it if the client did not.
+        hide_usage = store and not req.include_usage
+        body = _with_usage(req.body) if hide_usage else req.raw
+        opened = await _until_disconnect(
+            self.upstream.open_stream(req.path, body, req.model), disconnected
+        )
+        response = opened.response
+        replica = opened.replica.name
+
+        async def relay() -> AsyncIterator[bytes]:
+            seen = bytearray()
+            usage_filter = UsageChunkFilter() if hide_usage else None
+            finished = False
+            try:
+                async for chunk in response.aiter_raw():
+                    if store:
+                        seen += chunk
+                    if usage_filter is not None:
+                        chunk = usage_filter.feed(chunk)
+                        if not chunk:
+                            continue
+                    yield chunk
+                if usage_filter is not None and (rest := usage_filter.flush()):
+                    yield rest
+                finished = True
+            except httpx.TimeoutException:
+                yield _error_event(f"replica {replica} stalled mid-stream", "upstream_timeout")
+            except httpx.TransportError:
+                yield _error_event(f"replica {replica} dropped the stream", "upstream_error")
+            finally:
+                await response.aclose()
+            if finished and store:
+                assert lookup.key is not None
+                key, created = lookup.key, time.time()
+                self.store_later(
+                    key,
+                    lambda: answer_from_sse(
+                        bytes(seen), entry_id=key, endpoint=req.endpoint, created_at=created
+                    ),
+                    req.policy.ttl,
+                )
+
+        headers = self._miss_headers(lookup, replica)
+        headers["cache-control"] = "no-cache"
+        headers["x-accel-buffering"] = "no"
+        return StreamingResponse(relay(), media_type=SSE, headers=headers)
+
+    def _miss_headers(self, lookup: Lookup, replica: str) -> dict[str, str]:
+        headers = {"x-deja-cache": lookup.outcome.value, "x-deja-replica": replica}
+        if lookup.key is not None:
+            headers["x-deja-entry"] = lookup.key
+        return headers
+
+    @staticmethod
+    def _should_store(req: GatewayRequest, lookup: Lookup) -> bool:
+        return lookup.key is not None and req.policy.write
+
+    # --- 7. store (off the response path) --------------------------------------------------------
+    def store_later(self, key: str, build: Callable[[], CachedAnswer | None], ttl: int) -> None:
+        """Parse and store the answer in a background task; the response does not wait."""
+        task = asyncio.get_running_loop().create_task(self._store(key, build, ttl))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _store(self, key: str, build: Callable[[], CachedAnswer | None], ttl: int) -> None:
+        if self.exact is None:
+            return
+        try:
+            answer = build()
+        except (orjson.JSONDecodeError, TypeError, ValueError) as exc:
+            log.warning("not caching an answer that could not be parsed: %s", exc)
+            return
+        if answer is None:
+            return
+        try:
+            await self.exact.set(key, answer.to_bytes(), ttl)
+        except CacheUnavailableError:
+            return  # already logged by the store; the answer was served regardless
+
+    async def drain(self) -> None:
+        """Wait for pending stores (used at shutdown and by tests)."""
+        if self._background:
+            await asyncio.gather(*self._background, return_exceptions=True)
+
+
+def _with_usage(body: dict[str, Any]) -> bytes:
+    options = body.get("stream_options") or {}
+    return orjson.dumps({**body, "stream_options": {**options, "include_usage": True}})
+
+
+def _error_event(message: str, code: str) -> bytes:
+    error = {"error": {"message": message, "type": "upstream_error", "param": None, "code": code}}
+    return b"data: " + orjson.dumps(error) + b"\n\n" + _DONE
+
+
+async def _until_disconnect(work: Coroutine[Any, Any, T], disconnected: Disconnected) -> T:
+    """Run ``work`` but cancel it as soon as the client goes away."""
+    loop = asyncio.get_running_loop()
+    task = loop.create_task(work)
+    watcher = loop.create_task(disconnected())
+    try:
+        done, _ = await asyncio.wait((task, watcher), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        watcher.cancel()
+        if not task.done():
+            task.cancel()
+    if task not in done:
+        raise ClientGoneError("the client went away before the replica answered")
+    return task.result()

@@ -1,0 +1,114 @@
+"""Replay a cached answer in the shape the request asks for: a JSON body or an SSE stream.
+
+A replay always carries a fresh ``id`` and ``created``. ``usage`` is the usage of the request
+that first produced the answer, unchanged; the ``X-Deja-Cache`` header says it cost no model time.
+A streamed replay is sent as one body holding every event: it is a complete, valid SSE stream and
+costs one write instead of one per chunk.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import time
+from typing import Any
+
+import orjson
+
+from middleware.entry import CachedAnswer
+
+#: Roughly how many characters one replayed ``delta.content`` chunk carries.
+REPLAY_CHUNK_CHARS = 48
+
+_WORDS = re.compile(r"\S+\s*|\s+")
+_DONE = b"data: [DONE]\n\n"
+
+
+def split_for_replay(text: str, size: int = REPLAY_CHUNK_CHARS) -> list[str]:
+    """Split text at word boundaries into pieces of about ``size`` chars; joins back exactly."""
+    pieces: list[str] = []
+    current = ""
+    for word in _WORDS.findall(text):
+        current += word
+        if len(current) >= size:
+            pieces.append(current)
+            current = ""
+    if current:
+        pieces.append(current)
+    return pieces
+
+
+def _fresh_id(endpoint: str) -> str:
+    prefix = "chatcmpl" if endpoint == "chat" else "cmpl"
+    return f"{prefix}-deja{secrets.token_hex(12)}"
+
+
+def replay_json(answer: CachedAnswer, *, model: str) -> bytes:
+    """The answer as a non-streamed OpenAI response body."""
+    body: dict[str, Any] = {
+        "id": _fresh_id(answer.endpoint),
+        "object": "chat.completion" if answer.endpoint == "chat" else "text_completion",
+        "created": int(time.time()),
+        "model": model,
+    }
+    if answer.endpoint == "chat":
+        choice: dict[str, Any] = {"index": 0, "message": answer.message, "logprobs": None}
+    else:
+        choice = {"index": 0, "text": answer.text, "logprobs": None}
+    choice["finish_reason"] = answer.finish_reason
+    body["choices"] = [choice]
+    if answer.usage is not None:
+        body["usage"] = answer.usage
+    if answer.system_fingerprint is not None:
+        body["system_fingerprint"] = answer.system_fingerprint
+    return orjson.dumps(body)
+
+
+def _event(payload: dict[str, Any]) -> bytes:
+    return b"data: " + orjson.dumps(payload) + b"\n\n"
+
+
+def _chat_deltas(message: dict[str, Any]) -> list[dict[str, Any]]:
+    deltas: list[dict[str, Any]] = [{"role": "assistant", "content": ""}]
+    for field in ("reasoning_content", "reasoning"):
+        reasoning = message.get(field)
+        if isinstance(reasoning, str) and reasoning:
+            deltas.extend({field: piece} for piece in split_for_replay(reasoning))
+    content = message.get("content")
+    if isinstance(content, str):
+        deltas.extend({"content": piece} for piece in split_for_replay(content))
+    refusal = message.get("refusal")
+    if isinstance(refusal, str) and refusal:
+        deltas.append({"refusal": refusal})
+    tool_calls = message.get("tool_calls")
+    if isinstance(tool_calls, list) and tool_calls:
+        deltas.append({"tool_calls": [dict(call, index=i) for i, call in enumerate(tool_calls)]})
+    return deltas
+
+
+def replay_sse(answer: CachedAnswer, *, model: str, include_usage: bool) -> bytes:
+    """The answer as a complete SSE stream of chunk objects ending in ``data: [DONE]``."""
+    base: dict[str, Any] = {
+        "id": _fresh_id(answer.endpoint),
+        "object": "chat.completion.chunk" if answer.endpoint == "chat" else "text_completion",
+        "created": int(time.time()),
+        "model": model,
+    }
+    if answer.system_fingerprint is not None:
+        base["system_fingerprint"] = answer.system_fingerprint
+    events: list[bytes] = []
+    if answer.endpoint == "chat":
+        for delta in _chat_deltas(answer.message or {}):
+            choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": None}
+            events.append(_event({**base, "choices": [choice]}))
+        last = {"index": 0, "delta": {}, "logprobs": None, "finish_reason": answer.finish_reason}
+    else:
+        for piece in split_for_replay(answer.text or ""):
+            choice = {"index": 0, "text": piece, "logprobs": None, "finish_reason": None}
+            events.append(_event({**base, "choices": [choice]}))
+        last = {"index": 0, "text": "", "logprobs": None, "finish_reason": answer.finish_reason}
+    events.append(_event({**base, "choices": [last]}))
+    if include_usage and answer.usage is not None:
+        events.append(_event({**base, "choices": [], "usage": answer.usage}))
+    events.append(_DONE)
+    return b"".join(events)

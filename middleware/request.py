@@ -1,0 +1,42 @@
+"""The pipeline's input: one validated client request."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from middleware.keys import Endpoint
+from middleware.policy import CachePolicy
+
+PATHS: dict[Endpoint, str] = {"chat": "/v1/chat/completions", "completion": "/v1/completions"}
+
+
+class Outcome(StrEnum):
+    """What the cache did for a request; sent as ``X-Deja-Cache``."""
+
+    EXACT = "exact"
+    SEMANTIC = "semantic"
+    MISS = "miss"
+    BYPASS = "bypass"
+    OFF = "off"
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayRequest:
+    """A parsed, validated request. ``raw`` is forwarded to the replica byte for byte."""
+
+    endpoint: Endpoint
+    body: dict[str, Any]
+    raw: bytes
+    model: str
+    stream: bool
+    include_usage: bool
+    #: False when the request can never be answered from or stored in the cache (n > 1, logprobs).
+    cacheable: bool
+    tenant: str
+    policy: CachePolicy
+
+    @property
+    def path(self) -> str:
+        return PATHS[self.endpoint]

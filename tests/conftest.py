@@ -1,0 +1,36 @@
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+
+from app.sim.config import SimConfig
+from app.sim.runner import SimCluster, start_simulators
+from tests.support import RedisServer, redis_url_from_env
+
+SIM_MODEL = "deja-sim-1"
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> Iterator[str]:
+    """A real Redis: DEJA_TEST_REDIS_URL if given, else our own redis-server on a free port."""
+    given = redis_url_from_env()
+    if given:
+        yield given
+        return
+    server = RedisServer()
+    server.start()
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+async def sims() -> AsyncIterator[SimCluster]:
+    """Two simulated replicas with no simulated delay, shared by the session."""
+    cluster = await start_simulators(2, SimConfig(speed=0))
+    try:
+        yield cluster
+    finally:
+        await cluster.stop()
