@@ -93,8 +93,6 @@ class Settings(BaseSettings):
         None, description="Bearer key sent to the replicas (vLLM --api-key), if they need one."
     )
 
-    data_dir: Path = Field(Path(".deja"), description="Where embedded stores keep their files.")
-
     @field_validator("replicas", mode="before")
     @classmethod
     def _split_replicas(cls, value: Any) -> Any:
