@@ -25,7 +25,7 @@ from middleware.replicas import Replica, ReplicaPool
 
 log = logging.getLogger("deja.upstream")
 
-JSON_HEADERS = {"content-type": "application/json"}
+JSON_HEADERS = {"content-type": "application/json", "accept-encoding": "identity"}
 PASSTHROUGH_HEADERS = ("retry-after",)
 HEALTH_TIMEOUT_SECONDS = 2.0
 

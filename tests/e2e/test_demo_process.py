@@ -22,7 +22,10 @@ def test_demo_gateway_process_serves_miss_then_hit() -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("DEJA_")}
     proc = subprocess.Popen(
         [sys.executable, "-m", "app", "serve", "--demo", "--port", str(port)],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     base = f"http://127.0.0.1:{port}"
     try:

@@ -29,7 +29,9 @@ def test_defaults() -> None:
 
 def test_yaml_env_and_override_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     cfg = tmp_path / "deja.yaml"
-    cfg.write_text("port: 9000\ncache_ttl_seconds: 60\nreplicas:\n  - http://a:1\n  - http://b:2/\n")
+    cfg.write_text(
+        "port: 9000\ncache_ttl_seconds: 60\nreplicas:\n  - http://a:1\n  - http://b:2/\n"
+    )
     s = load_settings(cfg)
     assert (s.port, s.cache_ttl_seconds, s.replicas) == (9000, 60, ["http://a:1", "http://b:2"])
     monkeypatch.setenv("DEJA_PORT", "9100")
