@@ -42,6 +42,7 @@ class ReplicaPool:
         self.replicas = [Replica(url=url, simulated=simulated) for url in urls]
         self._cooldown = cooldown
         self._cursor = 0
+        self._known: frozenset[str] = frozenset()
         self.models_refreshed_at = 0.0
 
     def candidates(self, model: str) -> list[Replica]:
@@ -68,8 +69,14 @@ class ReplicaPool:
             replica.down_until = 0.0
             replica.last_error = None
 
-    def known_models(self) -> set[str]:
-        return {str(entry.get("id")) for r in self.replicas for entry in r.models}
+    def set_models(self, replica: Replica, models: list[dict[str, Any]]) -> None:
+        """Record what ``replica`` serves (from its ``/v1/models``)."""
+        replica.models = models
+        self._known = frozenset(str(m.get("id")) for r in self.replicas for m in r.models)
+
+    def known_models(self) -> frozenset[str]:
+        """Every model id some replica serves (kept current by ``set_models``)."""
+        return self._known
 
     def model_list(self) -> list[dict[str, Any]]:
         """The models the replicas serve, once each, as OpenAI model objects."""

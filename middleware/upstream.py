@@ -179,7 +179,8 @@ class Upstream:
                 log.warning("cannot read models from replica %s: %s", replica.name, exc)
                 return
             if isinstance(data, list):
-                replica.models = [m for m in data if isinstance(m, dict) and "id" in m]
+                models = [m for m in data if isinstance(m, dict) and "id" in m]
+                self.pool.set_models(replica, models)
 
         await asyncio.gather(*(one(r) for r in self.pool.replicas))
         self.pool.models_refreshed_at = asyncio.get_running_loop().time()

@@ -19,15 +19,36 @@ from tests.support import gateway
 pytestmark = pytest.mark.e2e
 
 
-@pytest.fixture(scope="module")
-async def gw(sims: SimCluster) -> AsyncIterator[str]:
-    async with gateway(replicas=sims.urls) as (url, _):
-        yield url
+class SettlingClient(openai.AsyncOpenAI):
+    """The official client, plus a wait for the gateway's background stores after each call,
+    so that "the next identical request is a hit" does not race the store."""
+
+    def __init__(self, base_url: str, app: Any) -> None:
+        super().__init__(base_url=base_url, api_key="sk-test", max_retries=0)
+        self._app = app
+
+    async def settle(self) -> None:
+        await self._app.state.gateway.pipeline.drain()
+
+
+@pytest.fixture(scope="module", params=["memory", "redis"])
+async def gw_app(
+    request: pytest.FixtureRequest, sims: SimCluster
+) -> AsyncIterator[tuple[str, Any]]:
+    """The gateway with each exact-cache backend: in-process LRU, and a real Redis."""
+    extra = {"redis_url": request.getfixturevalue("redis_url")} if request.param == "redis" else {}
+    async with gateway(replicas=sims.urls, **extra) as running:
+        yield running
 
 
 @pytest.fixture
-def client(gw: str) -> openai.AsyncOpenAI:
-    return openai.AsyncOpenAI(base_url=gw + "/v1", api_key="sk-test", max_retries=0)
+def gw(gw_app: tuple[str, Any]) -> str:
+    return gw_app[0]
+
+
+@pytest.fixture
+def client(gw_app: tuple[str, Any]) -> SettlingClient:
+    return SettlingClient(gw_app[0] + "/v1", gw_app[1])
 
 
 def question() -> list[dict[str, Any]]:
@@ -41,25 +62,27 @@ def expected_digest(messages: list[dict[str, Any]]) -> str:
     return answer_digest(render_chat(messages))
 
 
-async def ask(client: openai.AsyncOpenAI, messages: list[dict[str, Any]]) -> tuple[str, str, Any]:
+async def ask(client: SettlingClient, messages: list[dict[str, Any]]) -> tuple[str, str, Any]:
     raw = await client.chat.completions.with_raw_response.create(model=SIM_MODEL, messages=messages)
     completion = raw.parse()
+    await client.settle()
     return raw.headers["x-deja-cache"], completion.choices[0].message.content or "", completion
 
 
 async def ask_stream(
-    client: openai.AsyncOpenAI, messages: list[dict[str, Any]], include_usage: bool = False
+    client: SettlingClient, messages: list[dict[str, Any]], include_usage: bool = False
 ) -> tuple[str, str, list[Any]]:
     kwargs: dict[str, Any] = {"stream_options": {"include_usage": True}} if include_usage else {}
     raw = await client.chat.completions.with_raw_response.create(
         model=SIM_MODEL, messages=messages, stream=True, **kwargs
     )
     chunks = [chunk async for chunk in raw.parse()]
+    await client.settle()
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     return raw.headers["x-deja-cache"], text, chunks
 
 
-async def test_json_miss_then_json_hit(client: openai.AsyncOpenAI) -> None:
+async def test_json_miss_then_json_hit(client: SettlingClient) -> None:
     messages = question()
     outcome1, text1, first = await ask(client, messages)
     outcome2, text2, second = await ask(client, messages)
@@ -72,7 +95,7 @@ async def test_json_miss_then_json_hit(client: openai.AsyncOpenAI) -> None:
     )
 
 
-async def test_stream_miss_then_stream_hit(client: openai.AsyncOpenAI) -> None:
+async def test_stream_miss_then_stream_hit(client: SettlingClient) -> None:
     messages = question()
     outcome1, text1, miss_chunks = await ask_stream(client, messages)
     outcome2, text2, chunks = await ask_stream(client, messages, include_usage=True)
@@ -83,7 +106,7 @@ async def test_stream_miss_then_stream_hit(client: openai.AsyncOpenAI) -> None:
     assert any(c.choices and c.choices[0].finish_reason == "stop" for c in chunks)
 
 
-async def test_stream_miss_then_json_hit(client: openai.AsyncOpenAI) -> None:
+async def test_stream_miss_then_json_hit(client: SettlingClient) -> None:
     messages = question()
     outcome1, text1, _ = await ask_stream(client, messages)
     outcome2, text2, completion = await ask(client, messages)
@@ -91,7 +114,7 @@ async def test_stream_miss_then_json_hit(client: openai.AsyncOpenAI) -> None:
     assert text2 == text1 and completion.choices[0].finish_reason == "stop"
 
 
-async def test_json_miss_then_stream_hit(client: openai.AsyncOpenAI) -> None:
+async def test_json_miss_then_stream_hit(client: SettlingClient) -> None:
     messages = question()
     outcome1, text1, _ = await ask(client, messages)
     outcome2, text2, chunks = await ask_stream(client, messages)
@@ -100,7 +123,7 @@ async def test_json_miss_then_stream_hit(client: openai.AsyncOpenAI) -> None:
     assert len([c for c in chunks if c.choices and c.choices[0].delta.content]) >= 1
 
 
-async def test_different_parameters_do_not_share_an_answer(client: openai.AsyncOpenAI) -> None:
+async def test_different_parameters_do_not_share_an_answer(client: SettlingClient) -> None:
     messages = question()
     await ask(client, messages)
     raw = await client.chat.completions.with_raw_response.create(
@@ -109,9 +132,10 @@ async def test_different_parameters_do_not_share_an_answer(client: openai.AsyncO
     assert raw.headers["x-deja-cache"] == "miss"
 
 
-async def test_completions_miss_then_hit_both_shapes(client: openai.AsyncOpenAI) -> None:
+async def test_completions_miss_then_hit_both_shapes(client: SettlingClient) -> None:
     prompt = f"Once upon a time {uuid.uuid4().hex}"
     raw1 = await client.completions.with_raw_response.create(model=SIM_MODEL, prompt=prompt)
+    await client.settle()
     stream = await client.completions.with_raw_response.create(
         model=SIM_MODEL, prompt=prompt, stream=True
     )
@@ -121,16 +145,19 @@ async def test_completions_miss_then_hit_both_shapes(client: openai.AsyncOpenAI)
     assert answer_digest(prompt) in raw1.parse().choices[0].text
 
 
-async def test_cache_control_headers(client: openai.AsyncOpenAI) -> None:
+async def test_cache_control_headers(client: SettlingClient) -> None:
     messages = question()
     no_store = {"Cache-Control": "no-store"}
     r1 = await client.chat.completions.with_raw_response.create(
         model=SIM_MODEL, messages=messages, extra_headers=no_store
     )
+    await client.settle()
     r2 = await client.chat.completions.with_raw_response.create(model=SIM_MODEL, messages=messages)
+    await client.settle()
     r3 = await client.chat.completions.with_raw_response.create(
         model=SIM_MODEL, messages=messages, extra_headers={"Cache-Control": "no-cache"}
     )
+    await client.settle()
     r4 = await client.chat.completions.with_raw_response.create(model=SIM_MODEL, messages=messages)
     outcomes = [r.headers["x-deja-cache"] for r in (r1, r2, r3, r4)]
     assert outcomes == ["miss", "miss", "miss", "exact"]
@@ -141,13 +168,13 @@ async def test_cache_control_headers(client: openai.AsyncOpenAI) -> None:
     assert r4.headers["x-deja-entry"] == r2.headers["x-deja-entry"]
 
 
-async def test_models_are_listed_and_labelled_simulated(client: openai.AsyncOpenAI) -> None:
+async def test_models_are_listed_and_labelled_simulated(client: SettlingClient) -> None:
     models = await client.models.list()
     assert [m.id for m in models.data] == [SIM_MODEL]
     assert "simulated" in models.data[0].owned_by
 
 
-async def test_sdk_exception_classes(client: openai.AsyncOpenAI, gw: str) -> None:
+async def test_sdk_exception_classes(client: SettlingClient, gw: str) -> None:
     with pytest.raises(openai.NotFoundError) as not_found:
         await client.chat.completions.create(model="no-such-model", messages=question())
     assert not_found.value.code == "model_not_found"

@@ -102,7 +102,7 @@ async def test_redis_stopped_mid_run_serves_then_resumes_caching(sims: SimCluste
             redis_url=redis.url,
             redis_timeout_seconds=0.2,
             redis_retry_seconds=0.2,
-        ) as (url, _):
+        ) as (url, app):
             client = openai.AsyncOpenAI(base_url=url + "/v1", api_key="k", max_retries=0)
 
             async def outcome(request: dict[str, Any]) -> str:
@@ -111,7 +111,7 @@ async def test_redis_stopped_mid_run_serves_then_resumes_caching(sims: SimCluste
                 return raw.headers["x-deja-cache"]
 
             async def settled_outcome(request: dict[str, Any]) -> str:
-                await asyncio.sleep(0.05)  # the store runs after the response
+                await app.state.gateway.pipeline.drain()  # the store runs after the response
                 return await outcome(request)
 
             cached = body()
