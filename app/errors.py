@@ -151,3 +151,11 @@ class ClientGoneError(DejaError):
 
     status_code = 499
     error_type = "client_closed_request"
+
+
+class VectorStoreError(DejaError):
+    """The vector store failed; the semantic layer is skipped for this request."""
+
+
+class EmbedderError(DejaError):
+    """The embedder failed; the semantic layer is skipped for this request."""

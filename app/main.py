@@ -12,30 +12,21 @@ from fastapi import FastAPI
 
 from app.api import health, openai_routes
 from app.api.errors import install_error_handlers
+from app.builders import (
+    build_embedder,
+    build_exact_store,
+    build_temporal,
+    build_vector_store,
+    semantic_settings,
+)
 from app.state import Gateway, Stoppable
 from config.settings import Settings
-from middleware.exact import ExactStore, MemoryExactStore
-from middleware.exact_redis import RedisExactStore
 from middleware.pipeline import Pipeline
 from middleware.replicas import ReplicaPool
+from middleware.semantic import SemanticCache
 from middleware.upstream import Upstream, build_client
 
 log = logging.getLogger("deja")
-
-
-def build_exact_store(settings: Settings) -> ExactStore | None:
-    if not settings.cache_enabled:
-        return None
-    if settings.redis_url:
-        return RedisExactStore(
-            settings.redis_url,
-            timeout=settings.redis_timeout_seconds,
-            retry_seconds=settings.redis_retry_seconds,
-        )
-    return MemoryExactStore(
-        max_entries=settings.memory_cache_max_entries,
-        max_bytes=settings.memory_cache_max_bytes,
-    )
 
 
 async def _start_demo_replicas(settings: Settings) -> tuple[list[str], list[Stoppable]]:
@@ -56,6 +47,28 @@ async def _refresh_models_forever(upstream: Upstream, every: float) -> None:
     while True:
         await asyncio.sleep(every)
         await upstream.refresh_models()
+
+
+async def _sweep_forever(semantic: SemanticCache, every: float) -> None:
+    while True:
+        await asyncio.sleep(every)
+        await semantic.sweep()
+
+
+async def _open_semantic(settings: Settings) -> SemanticCache | None:
+    if not (settings.cache_enabled and settings.semantic_enabled):
+        return None
+    embedder = build_embedder(settings)
+    store = build_vector_store(settings, embedder)
+    await store.open()
+    log.info(
+        "semantic cache: %s (dim %d) on %s, θ=%.3f",
+        embedder.model_id,
+        embedder.dim,
+        store.name,
+        settings.semantic_threshold,
+    )
+    return SemanticCache(embedder, store)
 
 
 def create_app(settings: Settings, *, transport: httpx.AsyncBaseTransport | None = None) -> FastAPI:
@@ -82,7 +95,14 @@ def create_app(settings: Settings, *, transport: httpx.AsyncBaseTransport | None
         api_key = settings.replica_api_key.get_secret_value() if settings.replica_api_key else None
         upstream = Upstream(pool, http, api_key)
         exact = build_exact_store(settings)
-        pipeline = Pipeline(exact=exact, upstream=upstream)
+        semantic = await _open_semantic(settings)
+        pipeline = Pipeline(
+            exact=exact,
+            upstream=upstream,
+            semantic=semantic,
+            semantic_settings=semantic_settings(settings),
+            temporal=build_temporal(settings),
+        )
         app.state.gateway = Gateway(
             settings=settings,
             http=http,
@@ -92,9 +112,14 @@ def create_app(settings: Settings, *, transport: httpx.AsyncBaseTransport | None
             simulators=simulators,
         )
         await upstream.refresh_models()
-        refresher = asyncio.get_running_loop().create_task(
-            _refresh_models_forever(upstream, settings.model_refresh_seconds)
-        )
+        loop = asyncio.get_running_loop()
+        tasks = [
+            loop.create_task(_refresh_models_forever(upstream, settings.model_refresh_seconds))
+        ]
+        if semantic is not None:
+            tasks.append(
+                loop.create_task(_sweep_forever(semantic, settings.semantic_sweep_seconds))
+            )
         log.info(
             "deja ready: %d replica(s), exact cache %s",
             len(urls),
@@ -103,10 +128,13 @@ def create_app(settings: Settings, *, transport: httpx.AsyncBaseTransport | None
         try:
             yield
         finally:
-            refresher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await refresher
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
             await pipeline.drain()
+            if semantic is not None:
+                await semantic.store.close()
+                await semantic.embedder.close()
             if exact is not None:
                 await exact.close()
             await http.aclose()

@@ -7,6 +7,7 @@ file (``--config`` / ``DEJA_CONFIG``) > defaults.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit, urlunsplit
@@ -88,6 +89,59 @@ class Settings(BaseSettings):
         256 * 1024 * 1024, ge=1024, description="Byte bound of the in-process exact cache."
     )
 
+    # --- semantic cache ------------------------------------------------------------------------
+    semantic_enabled: bool = Field(
+        True, description="Answer paraphrases from cache (needs cache_enabled)."
+    )
+    semantic_threshold: float = Field(
+        0.98,
+        ge=0.0,
+        le=1.0,
+        description="θ: least cosine similarity for a semantic hit (chosen by "
+        "bench/semantic_quality.py; see README).",
+    )
+    semantic_timeout_seconds: float = Field(
+        0.25, gt=0, description="Budget for embedding + vector search; past it, a plain miss."
+    )
+    semantic_context: Literal["conversation", "system"] = Field(
+        "conversation",
+        description="What scopes a semantic hit besides tenant/model/params: the whole "
+        "conversation before the last user message, or only the system prompt.",
+    )
+    semantic_sweep_seconds: float = Field(
+        60.0, gt=0, description="How often expired vectors are deleted."
+    )
+    qdrant_url: str | None = Field(
+        None, description="Qdrant server URL; unset = embedded Qdrant Edge under data_dir."
+    )
+    qdrant_api_key: SecretStr | None = Field(None, description="API key for the Qdrant server.")
+    embedder: Literal["onnx", "sentence-transformers"] = Field(
+        "onnx", description="Embedding backend; sentence-transformers needs `pip install deja[st]`."
+    )
+    embedder_model: str | None = Field(
+        None,
+        description="Local path or name of a sentence-transformers model (embedder="
+        "sentence-transformers only; never downloaded at run time).",
+    )
+    embedder_threads: int = Field(1, ge=1, le=64, description="ONNX Runtime intra-op threads.")
+    data_dir: Path = Field(
+        Path(".deja"),
+        description="Where the embedded vector store (and, by default, derived model files) live.",
+    )
+    model_dir: Path | None = Field(
+        None,
+        description="Where derived embedding-model files are cached (default: data_dir/models).",
+    )
+
+    # --- temporal bypass -----------------------------------------------------------------------
+    temporal_bypass: bool = Field(
+        True, description="Skip both caches for time-dependent questions (today, latest, hoy…)."
+    )
+    temporal_extra_patterns: list[str] = Field(
+        default_factory=list,
+        description="Extra volatile regexes (JSON list in the environment, a list in YAML).",
+    )
+
     # --- secrets (masked in --print-config) ---------------------------------------------------
     replica_api_key: SecretStr | None = Field(
         None, description="Bearer key sent to the replicas (vLLM --api-key), if they need one."
@@ -110,6 +164,16 @@ class Settings(BaseSettings):
                 raise ValueError(f"replica URL must be http(s)://host:port, got {url!r}")
             cleaned.append(url.rstrip("/"))
         return cleaned
+
+    @field_validator("temporal_extra_patterns")
+    @classmethod
+    def _check_patterns(cls, value: list[str]) -> list[str]:
+        for pattern in value:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"temporal pattern {pattern!r} is not a regex: {exc}") from exc
+        return value
 
     def masked(self) -> dict[str, Any]:
         """The effective config as plain data, with secrets and URL passwords masked."""

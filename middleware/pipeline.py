@@ -1,10 +1,12 @@
 """The request path, top to bottom. Each step is one short method; ``handle`` reads like the
-design page: policy → exact → upstream (route + forward or relay) → store (off the response path).
+design page: policy → bypass → exact → semantic → upstream (route + forward or relay) → store
+(off the response path).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine
@@ -21,7 +23,18 @@ from middleware.exact import ExactStore
 from middleware.keys import exact_key
 from middleware.replay import replay_json, replay_sse
 from middleware.request import GatewayRequest, Outcome
+from middleware.semantic import (
+    SEMANTIC_ERRORS,
+    Candidate,
+    ContextRule,
+    SemanticCache,
+    SemanticQuery,
+    Verifier,
+    question_text,
+    semantic_query,
+)
 from middleware.sse import UsageChunkFilter, answer_from_sse
+from middleware.temporal import TemporalDetector
 from middleware.upstream import Upstream
 
 log = logging.getLogger("deja.pipeline")
@@ -38,33 +51,76 @@ _DONE = b"data: [DONE]\n\n"
 
 @dataclass(frozen=True, slots=True)
 class Lookup:
-    """Result of the cache steps: an answer to replay, or the outcome of a miss."""
+    """Result of the cache steps: an answer to replay, or what a miss needs to be stored."""
 
     outcome: Outcome
     key: str | None
     answer: CachedAnswer | None = None
+    bypass: str | None = None
+    similarity: float | None = None
+    query: SemanticQuery | None = None
+    vector: list[float] | None = None
+
+
+@dataclass(slots=True)
+class SemanticSettings:
+    """The live knobs of the semantic layer (θ is tuned while the gateway runs)."""
+
+    threshold: float
+    timeout: float
+    context_rule: ContextRule = "conversation"
 
 
 class Pipeline:
     """Runs one request through the cache layers and the upstream pool."""
 
-    def __init__(self, *, exact: ExactStore | None, upstream: Upstream) -> None:
+    def __init__(
+        self,
+        *,
+        exact: ExactStore | None,
+        upstream: Upstream,
+        semantic: SemanticCache | None = None,
+        semantic_settings: SemanticSettings | None = None,
+        temporal: TemporalDetector | None = None,
+        verifier: Verifier | None = None,
+    ) -> None:
         self.exact = exact
         self.upstream = upstream
+        self.semantic = semantic
+        self.semantic_settings = semantic_settings or SemanticSettings(threshold=1.0, timeout=0.25)
+        self.temporal = temporal
+        self.verifier = verifier
         self._background: set[asyncio.Task[None]] = set()
+        self._semantic_failing = False
 
     async def handle(self, req: GatewayRequest, disconnected: Disconnected) -> Response:
         # 1. policy: req.policy was parsed from the headers at the API boundary.
+        # 2. bypass
+        volatile = self.volatile(req)
+        if volatile is not None:
+            return await self.to_upstream(
+                req, Lookup(Outcome.BYPASS, None, bypass=volatile), disconnected
+            )
         # 3. exact
         lookup = await self.exact_lookup(req)
         if lookup.answer is not None:
             return self.replay(req, lookup)
-        # 5 + 6. route and forward (round-robin until the routing layer lands)
-        if req.stream:
-            return await self.relay_stream(req, lookup, disconnected)
-        return await self.forward(req, lookup, disconnected)
+        # 4. semantic
+        lookup = await self.semantic_lookup(req, lookup)
+        if lookup.answer is not None:
+            return self.replay(req, lookup)
+        # 5 + 6. route and forward or relay; 7. store happens after the answer is complete
+        return await self.to_upstream(req, lookup, disconnected)
 
-    # --- 3. exact ------------------------------------------------------------------------------
+    # --- 2. bypass -------------------------------------------------------------------------------
+    def volatile(self, req: GatewayRequest) -> str | None:
+        """The bypass reason when the answer depends on when the question is asked."""
+        if self.temporal is None or self.exact is None:
+            return None
+        found = self.temporal.check(question_text(req))
+        return found.reason if found is not None else None
+
+    # --- 3. exact --------------------------------------------------------------------------------
     async def exact_lookup(self, req: GatewayRequest) -> Lookup:
         if self.exact is None:
             return Lookup(Outcome.OFF, None)
@@ -74,16 +130,62 @@ class Pipeline:
         if not req.policy.read:
             return Lookup(Outcome.MISS, key)
         try:
-            raw = await self.exact.get(key)
+            answer = await self._load(key)
         except CacheUnavailableError:
             return Lookup(Outcome.OFF, key)
-        if raw is None:
-            return Lookup(Outcome.MISS, key)
-        answer = CachedAnswer.from_bytes(raw)
-        max_age = req.policy.max_age
-        if max_age is not None and answer.age(time.time()) > max_age:
+        if answer is None or _too_old(answer, req.policy.max_age):
             return Lookup(Outcome.MISS, key)
         return Lookup(Outcome.EXACT, key, answer)
+
+    async def _load(self, entry_id: str) -> CachedAnswer | None:
+        assert self.exact is not None
+        raw = await self.exact.get(entry_id)
+        return CachedAnswer.from_bytes(raw) if raw is not None else None
+
+    # --- 4. semantic -----------------------------------------------------------------------------
+    async def semantic_lookup(self, req: GatewayRequest, lookup: Lookup) -> Lookup:
+        # Answers live in the exact store: with it off, a semantic hit could not be served.
+        if self.semantic is None or lookup.key is None or lookup.outcome is Outcome.OFF:
+            return lookup
+        query = semantic_query(req, self.semantic_settings.context_rule)
+        if query is None:
+            return lookup
+        lookup = dataclasses.replace(lookup, query=query)
+        if not req.policy.read:
+            return lookup
+        try:
+            async with asyncio.timeout(self.semantic_settings.timeout):
+                vector, point = await self.semantic.search(query, max_age=req.policy.max_age)
+        except SEMANTIC_ERRORS as exc:
+            self._semantic_failed(exc)
+            return dataclasses.replace(lookup, query=None)
+        self._semantic_ok()
+        score = point.score if point is not None else None
+        lookup = dataclasses.replace(lookup, vector=vector, similarity=score)
+        threshold = max(self.semantic_settings.threshold, req.policy.min_similarity or 0.0)
+        if point is None or point.score < threshold:
+            return lookup
+        try:
+            answer = await self._load(point.entry_id)
+        except CacheUnavailableError:
+            return lookup
+        if answer is None:  # the entry expired or was evicted: drop its stale point
+            self._forget_later(point.entry_id)
+            return lookup
+        candidate = Candidate(point=point, answer=answer)
+        if self.verifier is not None and not await self.verifier.accept(query, candidate):
+            return lookup
+        return dataclasses.replace(lookup, outcome=Outcome.SEMANTIC, answer=answer)
+
+    def _semantic_failed(self, exc: BaseException) -> None:
+        if not self._semantic_failing:
+            log.warning("semantic layer skipped (serving as miss): %s", exc or type(exc).__name__)
+        self._semantic_failing = True
+
+    def _semantic_ok(self) -> None:
+        if self._semantic_failing:
+            log.info("semantic layer answering again")
+        self._semantic_failing = False
 
     def replay(self, req: GatewayRequest, lookup: Lookup) -> Response:
         answer = lookup.answer
@@ -93,12 +195,21 @@ class Pipeline:
             "x-deja-entry": answer.entry_id,
             "age": str(int(answer.age(time.time()))),
         }
+        if lookup.similarity is not None:
+            headers["x-deja-similarity"] = f"{lookup.similarity:.4f}"
         if req.stream:
             body = replay_sse(answer, model=req.model, include_usage=req.include_usage)
             return Response(body, media_type=SSE, headers=headers)
         return Response(replay_json(answer, model=req.model), media_type=JSON, headers=headers)
 
-    # --- 6. upstream ----------------------------------------------------------------------------
+    # --- 5 + 6. upstream --------------------------------------------------------------------------
+    async def to_upstream(
+        self, req: GatewayRequest, lookup: Lookup, disconnected: Disconnected
+    ) -> Response:
+        if req.stream:
+            return await self.relay_stream(req, lookup, disconnected)
+        return await self.forward(req, lookup, disconnected)
+
     async def forward(
         self,
         req: GatewayRequest,
@@ -121,7 +232,7 @@ class Pipeline:
                     body, entry_id=key, endpoint=req.endpoint, created_at=created
                 )
 
-            self.store_later(key, build, req.policy.ttl)
+            self.store_later(lookup, build, req.policy.ttl)
         return Response(reply.body, media_type=JSON, headers=headers)
 
     async def relay_stream(
@@ -166,7 +277,7 @@ class Pipeline:
                 assert lookup.key is not None
                 key, created = lookup.key, time.time()
                 self.store_later(
-                    key,
+                    lookup,
                     lambda: answer_from_sse(
                         bytes(seen), entry_id=key, endpoint=req.endpoint, created_at=created
                     ),
@@ -182,6 +293,10 @@ class Pipeline:
         headers = {"x-deja-cache": lookup.outcome.value, "x-deja-replica": replica}
         if lookup.key is not None:
             headers["x-deja-entry"] = lookup.key
+        if lookup.similarity is not None:  # how close the miss came
+            headers["x-deja-similarity"] = f"{lookup.similarity:.4f}"
+        if lookup.bypass is not None:
+            headers["x-deja-bypass"] = lookup.bypass
         return headers
 
     @staticmethod
@@ -189,14 +304,21 @@ class Pipeline:
         return lookup.key is not None and req.policy.write
 
     # --- 7. store (off the response path) --------------------------------------------------------
-    def store_later(self, key: str, build: Callable[[], CachedAnswer | None], ttl: int) -> None:
+    def store_later(
+        self, lookup: Lookup, build: Callable[[], CachedAnswer | None], ttl: int
+    ) -> None:
         """Parse and store the answer in a background task; the response does not wait."""
-        task = asyncio.get_running_loop().create_task(self._store(key, build, ttl))
+        self._spawn(self._store(lookup, build, ttl))
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(work)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
-    async def _store(self, key: str, build: Callable[[], CachedAnswer | None], ttl: int) -> None:
-        if self.exact is None:
+    async def _store(
+        self, lookup: Lookup, build: Callable[[], CachedAnswer | None], ttl: int
+    ) -> None:
+        if self.exact is None or lookup.key is None:
             return
         try:
             answer = build()
@@ -206,14 +328,40 @@ class Pipeline:
         if answer is None:
             return
         try:
-            await self.exact.set(key, answer.to_bytes(), ttl)
+            await self.exact.set(lookup.key, answer.to_bytes(), ttl)
         except CacheUnavailableError:
             return  # already logged by the store; the answer was served regardless
+        if self.semantic is not None and lookup.query is not None:
+            try:
+                await self.semantic.add(
+                    lookup.query,
+                    entry_id=lookup.key,
+                    vector=lookup.vector,
+                    created_at=answer.created_at,
+                    ttl=ttl,
+                )
+            except SEMANTIC_ERRORS as exc:
+                self._semantic_failed(exc)
+
+    def _forget_later(self, entry_id: str) -> None:
+        if self.semantic is not None:
+            self._spawn(self._forget(entry_id))
+
+    async def _forget(self, entry_id: str) -> None:
+        assert self.semantic is not None
+        try:
+            await self.semantic.store.delete([entry_id])
+        except SEMANTIC_ERRORS as exc:
+            self._semantic_failed(exc)
 
     async def drain(self) -> None:
         """Wait for pending stores (used at shutdown and by tests)."""
         if self._background:
             await asyncio.gather(*self._background, return_exceptions=True)
+
+
+def _too_old(answer: CachedAnswer, max_age: float | None) -> bool:
+    return max_age is not None and answer.age(time.time()) > max_age
 
 
 def _with_usage(body: dict[str, Any]) -> bytes:

@@ -2,7 +2,8 @@
 
 ``Cache-Control: no-cache`` skips the lookup but still stores; ``no-store`` never stores;
 ``max-age=N`` accepts only entries younger than N seconds; ``X-Deja-TTL: N`` sets this entry's
-TTL, capped by ``cache_max_ttl_seconds``.
+TTL, capped by ``cache_max_ttl_seconds``; ``X-Deja-Threshold: θ`` asks for a stricter semantic
+threshold than the configured one (a looser one is ignored).
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ class CachePolicy:
     write: bool = True
     max_age: float | None = None
     ttl: int = 86_400
+    #: X-Deja-Threshold: a stricter similarity threshold for this request (never a looser one).
+    min_similarity: float | None = None
 
 
 def _parse_seconds(raw: str, header: str) -> int:
@@ -57,4 +60,18 @@ def parse_policy(headers: Mapping[str, str], *, default_ttl: int, max_ttl: int) 
         if ttl == 0:
             write = False
         ttl = min(ttl, max_ttl)
-    return CachePolicy(read=read, write=write, max_age=max_age, ttl=max(ttl, 1))
+    min_similarity: float | None = None
+    raw_threshold = headers.get("x-deja-threshold")
+    if raw_threshold is not None:
+        try:
+            min_similarity = float(raw_threshold)
+        except ValueError:
+            min_similarity = -1.0
+        if not 0.0 <= min_similarity <= 1.0:
+            raise InvalidRequestError(
+                f"X-Deja-Threshold must be a number between 0 and 1, got {raw_threshold!r}",
+                param="X-Deja-Threshold",
+            )
+    return CachePolicy(
+        read=read, write=write, max_age=max_age, ttl=max(ttl, 1), min_similarity=min_similarity
+    )

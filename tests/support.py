@@ -8,8 +8,10 @@ import os
 import shutil
 import socket
 import subprocess
+import tempfile
 import time
 from collections.abc import AsyncIterator, Generator
+from pathlib import Path
 from typing import Any
 
 import uvicorn
@@ -61,12 +63,24 @@ async def serve(app: Any) -> AsyncIterator[str]:
         await asyncio.wait_for(task, 10)
 
 
+#: Derived model files are shared by every gateway a test session starts.
+MODEL_DIR = Path(tempfile.gettempdir()) / "deja-test-models"
+
+
 @contextlib.asynccontextmanager
 async def gateway(**settings: Any) -> AsyncIterator[tuple[str, Any]]:
-    """A real gateway on a free port; yields (base URL, app)."""
-    app = create_app(Settings(**settings))
-    async with serve(app) as url:
-        yield url, app
+    """A real gateway on a free port, with its own data dir; yields (base URL, app).
+
+    The semantic layer is off unless a test turns it on (``semantic_enabled=True``): tests of
+    the exact layer use random questions that a semantic layer could legitimately match.
+    """
+    settings.setdefault("semantic_enabled", False)
+    settings.setdefault("model_dir", MODEL_DIR)
+    with tempfile.TemporaryDirectory(prefix="deja-test-") as data_dir:
+        settings.setdefault("data_dir", Path(data_dir))
+        app = create_app(Settings(**settings))
+        async with serve(app) as url:
+            yield url, app
 
 
 class RedisServer:

@@ -7,19 +7,21 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import httpx
 import openai
 import pytest
 
-from tests.support import free_port
+from tests.support import MODEL_DIR, free_port
 
 pytestmark = pytest.mark.e2e
 
 
-def test_demo_gateway_process_serves_miss_then_hit() -> None:
+def test_demo_gateway_process_serves_miss_then_hit(tmp_path: Path) -> None:
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("DEJA_")}
+    env.update(DEJA_DATA_DIR=str(tmp_path), DEJA_MODEL_DIR=str(MODEL_DIR))
     proc = subprocess.Popen(
         [sys.executable, "-m", "app", "serve", "--demo", "--port", str(port)],
         env=env,

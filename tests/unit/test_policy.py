@@ -49,3 +49,11 @@ def test_bad_ttl_is_a_400_naming_the_header(bad: str) -> None:
 def test_bad_max_age_is_a_400() -> None:
     with pytest.raises(InvalidRequestError):
         policy(cache_control="max-age=soon")
+
+
+def test_threshold_header() -> None:
+    assert policy(x_deja_threshold="0.97").min_similarity == 0.97
+    assert policy().min_similarity is None
+    for bad in ("high", "1.5", "-0.1"):
+        with pytest.raises(InvalidRequestError):
+            policy(x_deja_threshold=bad)
