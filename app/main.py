@@ -7,11 +7,11 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator
 
-import httpx
 from fastapi import FastAPI
 
 from app.api import health, openai_routes
 from app.api.errors import install_error_handlers
+from app.asgi import DejaApp
 from app.builders import (
     build_embedder,
     build_exact_store,
@@ -24,7 +24,7 @@ from config.settings import Settings
 from middleware.pipeline import Pipeline
 from middleware.replicas import ReplicaPool
 from middleware.semantic import SemanticCache
-from middleware.upstream import Upstream, build_client
+from middleware.upstream import Upstream, build_session
 
 log = logging.getLogger("deja")
 
@@ -71,8 +71,8 @@ async def _open_semantic(settings: Settings) -> SemanticCache | None:
     return SemanticCache(embedder, store)
 
 
-def create_app(settings: Settings, *, transport: httpx.AsyncBaseTransport | None = None) -> FastAPI:
-    """Build the gateway. ``transport`` swaps the upstream HTTP transport (tests only)."""
+def create_app(settings: Settings) -> DejaApp:
+    """Build the gateway: the FastAPI app behind the generation fast path."""
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -82,12 +82,10 @@ def create_app(settings: Settings, *, transport: httpx.AsyncBaseTransport | None
             urls, simulators = await _start_demo_replicas(settings)
         if not urls:
             log.warning("no replicas configured (DEJA_REPLICAS); generation requests get 503")
-        http = build_client(
+        http = build_session(
             connect_timeout=settings.upstream_connect_timeout_seconds,
             read_timeout=settings.upstream_timeout_seconds,
             max_connections=settings.upstream_max_connections,
-            max_keepalive=settings.upstream_max_keepalive,
-            transport=transport,
         )
         pool = ReplicaPool(
             urls, cooldown=settings.replica_cooldown_seconds, simulated=bool(simulators)
@@ -137,7 +135,7 @@ def create_app(settings: Settings, *, transport: httpx.AsyncBaseTransport | None
                 await semantic.embedder.close()
             if exact is not None:
                 await exact.close()
-            await http.aclose()
+            await http.close()
             for sim in simulators:
                 await sim.stop()
 
@@ -151,4 +149,4 @@ def create_app(settings: Settings, *, transport: httpx.AsyncBaseTransport | None
     install_error_handlers(app)
     app.router.routes.extend(openai_routes.routes)
     app.router.routes.extend(health.routes)
-    return app
+    return DejaApp(app, openai_routes.fast_routes)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
-import httpx
+import aiohttp
 from starlette.requests import Request
 
 from config.settings import Settings
@@ -23,7 +23,7 @@ class Gateway:
     """Everything a request handler needs; no module-level singletons anywhere."""
 
     settings: Settings
-    http: httpx.AsyncClient
+    http: aiohttp.ClientSession
     upstream: Upstream
     exact: ExactStore | None
     pipeline: Pipeline

@@ -59,7 +59,6 @@ class Settings(BaseSettings):
         "two chunks. Past it the client gets 504.",
     )
     upstream_max_connections: int = Field(512, ge=1, description="Connection pool size (total).")
-    upstream_max_keepalive: int = Field(128, ge=0, description="Idle keep-alive connections kept.")
     replica_cooldown_seconds: float = Field(
         5.0, ge=0, description="How long a replica that refused a connection is skipped."
     )

@@ -13,11 +13,10 @@ from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-import httpx
 import orjson
 from starlette.responses import Response, StreamingResponse
 
-from app.errors import CacheUnavailableError, ClientGoneError
+from app.errors import CacheUnavailableError, ClientGoneError, UpstreamError
 from middleware.entry import CachedAnswer, answer_from_json
 from middleware.exact import ExactStore
 from middleware.keys import exact_key
@@ -248,7 +247,6 @@ class Pipeline:
         opened = await _until_disconnect(
             self.upstream.open_stream(req.path, body, req.model), disconnected
         )
-        response = opened.response
         replica = opened.replica.name
 
         async def relay() -> AsyncIterator[bytes]:
@@ -256,7 +254,7 @@ class Pipeline:
             usage_filter = UsageChunkFilter() if hide_usage else None
             finished = False
             try:
-                async for chunk in response.aiter_raw():
+                async for chunk in opened.chunks():
                     if store:
                         seen += chunk
                     if usage_filter is not None:
@@ -267,12 +265,10 @@ class Pipeline:
                 if usage_filter is not None and (rest := usage_filter.flush()):
                     yield rest
                 finished = True
-            except httpx.TimeoutException:
-                yield _error_event(f"replica {replica} stalled mid-stream", "upstream_timeout")
-            except httpx.TransportError:
-                yield _error_event(f"replica {replica} dropped the stream", "upstream_error")
+            except UpstreamError as exc:
+                yield _error_event(exc.message, exc.code or "upstream_error")
             finally:
-                await response.aclose()
+                opened.close()
             if finished and store:
                 assert lookup.key is not None
                 key, created = lookup.key, time.time()

@@ -9,6 +9,7 @@ Deployments add their own volatile patterns in config (``temporal_extra_patterns
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -79,17 +80,24 @@ class Volatility:
 class TemporalDetector:
     """Lexical detector of time-dependent questions (English and Spanish)."""
 
-    def __init__(self, extra_patterns: Iterable[str] = ()) -> None:
+    def __init__(self, extra_patterns: Iterable[str] = (), cache_size: int = 4096) -> None:
         volatile = [*VOLATILE_PATTERNS, *extra_patterns]
         self._volatile = re.compile("|".join(f"(?:{p})" for p in volatile), _FLAGS)
         self._timeless = re.compile("|".join(f"(?:{p})" for p in TIMELESS_PATTERNS), _FLAGS)
+        # Repeated questions are what a cache serves: remember recent verdicts.
+        self.check = functools.lru_cache(maxsize=cache_size)(self._check)  # type: ignore[method-assign]
 
     def check(self, text: str) -> Volatility | None:
         """The first volatile expression not inside a timeless one, or None."""
+        return self._check(text)
+
+    def _check(self, text: str) -> Volatility | None:
         if not text:
             return None
-        timeless = [m.span() for m in self._timeless.finditer(text)]
+        timeless: list[tuple[int, int]] | None = None
         for match in self._volatile.finditer(text):
+            if timeless is None:
+                timeless = [m.span() for m in self._timeless.finditer(text)]
             start, end = match.span()
             if not any(t_start <= start and end <= t_end for t_start, t_end in timeless):
                 return Volatility(reason="temporal", matched=match.group(0))

@@ -24,11 +24,18 @@ def _respond(status: int, body: bytes, headers: dict[str, str]) -> Response:
     return Response(body, status_code=status, media_type="application/json", headers=headers)
 
 
+def error_response(request: Request, exc: Exception) -> Response:
+    """The OpenAI-shaped response for any exception (a bug becomes a logged, opaque 500)."""
+    if isinstance(exc, DejaError):
+        if exc.status_code >= 500:
+            log.warning("%s %s -> %d: %s", request.method, request.url.path, exc.status_code, exc)
+        return _respond(*error_payload(exc))
+    log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+    return _respond(*internal_error_payload())
+
+
 async def _deja_error(request: Request, exc: Exception) -> Response:
-    assert isinstance(exc, DejaError)
-    if exc.status_code >= 500:
-        log.warning("%s %s -> %d: %s", request.method, request.url.path, exc.status_code, exc)
-    return _respond(*error_payload(exc))
+    return error_response(request, exc)
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
@@ -45,8 +52,7 @@ async def _http_error(request: Request, exc: Exception) -> Response:
 
 
 async def _unexpected(request: Request, exc: Exception) -> Response:
-    log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
-    return _respond(*internal_error_payload())
+    return error_response(request, exc)
 
 
 def install_error_handlers(app: FastAPI) -> None:

@@ -12,7 +12,12 @@ from starlette.types import Receive
 
 from app.api.json import json_response
 from app.api.validation import validate
-from app.errors import BodyTooLargeError, ModelNotFoundError, NoHealthyReplicaError
+from app.errors import (
+    BodyTooLargeError,
+    ClientGoneError,
+    ModelNotFoundError,
+    NoHealthyReplicaError,
+)
 from app.state import Gateway, gateway_of
 from middleware.keys import Endpoint
 from middleware.pipeline import Disconnected
@@ -28,14 +33,17 @@ async def read_body(request: Request, limit: int) -> bytes:
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise BodyTooLargeError(f"Request body of {declared} bytes exceeds the {limit}-byte limit.")
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
+    body = b""
+    while True:
+        message = await request.receive()
+        if message["type"] == "http.disconnect":
+            raise ClientGoneError("the client went away while sending its request")
+        chunk: bytes = message.get("body", b"")
+        body += chunk
+        if len(body) > limit:
             raise BodyTooLargeError(f"Request body exceeds the {limit}-byte limit.")
-        chunks.append(chunk)
-    return b"".join(chunks)
+        if not message.get("more_body", False):
+            return body
 
 
 def _disconnect_waiter(receive: Receive) -> Disconnected:
@@ -94,6 +102,12 @@ async def list_models(request: Request) -> Response:
         await gateway.upstream.refresh_models()
     return json_response({"object": "list", "data": pool.model_list()})
 
+
+#: The hot path: served by ``app.asgi.DejaApp`` ahead of FastAPI's middleware and router.
+fast_routes = {
+    "/v1/chat/completions": chat_completions,
+    "/v1/completions": completions,
+}
 
 routes = [
     Route("/v1/chat/completions", chat_completions, methods=["POST"]),
