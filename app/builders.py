@@ -46,7 +46,9 @@ def build_embedder(settings: Settings) -> Embedder:
     from middleware.embedder_onnx import load_onnx_embedder
 
     model_dir = settings.model_dir or settings.data_dir / "models"
-    return load_onnx_embedder(model_dir, threads=settings.embedder_threads)
+    return load_onnx_embedder(
+        model_dir, threads=settings.embedder_threads, batching=settings.embedder_batching
+    )
 
 
 def build_vector_store(settings: Settings, embedder: Embedder) -> VectorStore:

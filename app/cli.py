@@ -86,6 +86,9 @@ def run_server(settings: Settings) -> None:
         lifespan="on",
         access_log=False,
         log_level=settings.log_level,
+        # deja reads no client address, so X-Forwarded-* parsing is pure cost on the hot path.
+        proxy_headers=False,
+        server_header=False,
         timeout_graceful_shutdown=10,
     )
 

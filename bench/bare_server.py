@@ -111,6 +111,9 @@ def main() -> None:
         access_log=False,
         log_level="warning",
         workers=None,
+        # Same server settings as `deja serve`, so the comparison is uvicorn against uvicorn.
+        proxy_headers=False,
+        server_header=False,
     )
 
 

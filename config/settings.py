@@ -123,6 +123,11 @@ class Settings(BaseSettings):
         "sentence-transformers only; never downloaded at run time).",
     )
     embedder_threads: int = Field(1, ge=1, le=64, description="ONNX Runtime intra-op threads.")
+    embedder_batching: bool = Field(
+        False,
+        description="Micro-batch concurrent embeddings (measured: no gain with this model, so "
+        "off; see docs/architecture.md).",
+    )
     data_dir: Path = Field(
         Path(".deja"),
         description="Where the embedded vector store (and, by default, derived model files) live.",

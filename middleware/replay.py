@@ -8,6 +8,7 @@ costs one write instead of one per chunk.
 
 from __future__ import annotations
 
+import itertools
 import re
 import secrets
 import time
@@ -38,9 +39,14 @@ def split_for_replay(text: str, size: int = REPLAY_CHUNK_CHARS) -> list[str]:
     return pieces
 
 
+_ID_PREFIX = secrets.token_hex(6)
+_ID_COUNTER = itertools.count(1)
+
+
 def _fresh_id(endpoint: str) -> str:
+    """Unique per process start and request, without a syscall per request."""
     prefix = "chatcmpl" if endpoint == "chat" else "cmpl"
-    return f"{prefix}-deja{secrets.token_hex(12)}"
+    return f"{prefix}-deja{_ID_PREFIX}{next(_ID_COUNTER):08x}"
 
 
 def replay_json(answer: CachedAnswer, *, model: str) -> bytes:

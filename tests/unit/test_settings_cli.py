@@ -78,3 +78,11 @@ def test_help_lists_commands() -> None:
     assert "serve" in result.output and "sim" in result.output
     serve_help = CliRunner().invoke(main, ["serve", "--help"]).output
     assert "--demo" in serve_help and "--print-config" in serve_help
+
+
+def test_readme_documents_every_setting() -> None:
+    from config.settings import Settings
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    missing = [n for n in Settings.model_fields if f"`DEJA_{n.upper()}`" not in readme]
+    assert not missing, f"settings missing from the README's configuration table: {missing}"
