@@ -47,15 +47,21 @@ FLOAT_FIELDS: frozenset[str] = frozenset(
 )
 
 
-def canonical_request(tenant: str, endpoint: Endpoint, body: dict[str, Any]) -> bytes:
-    """The canonical bytes a key is hashed from."""
+def answer_fields(body: dict[str, Any], exclude: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """The fields of a request that can change its answer, normalised, minus ``exclude``."""
     fields: dict[str, Any] = {}
     for name, value in body.items():
-        if name in NON_SEMANTIC_FIELDS:
+        if name in NON_SEMANTIC_FIELDS or name in exclude:
             continue
         if name in FLOAT_FIELDS and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
         fields[name] = value
+    return fields
+
+
+def canonical_request(tenant: str, endpoint: Endpoint, body: dict[str, Any]) -> bytes:
+    """The canonical bytes a key is hashed from."""
+    fields = answer_fields(body)
     document = {"v": KEY_VERSION, "tenant": tenant, "endpoint": endpoint, "request": fields}
     return orjson.dumps(document, option=orjson.OPT_SORT_KEYS)
 

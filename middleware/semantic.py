@@ -22,7 +22,7 @@ import orjson
 from app.errors import EmbedderError, VectorStoreError
 from middleware.embedder import Embedder
 from middleware.entry import CachedAnswer
-from middleware.keys import FLOAT_FIELDS, NON_SEMANTIC_FIELDS
+from middleware.keys import answer_fields
 from middleware.request import GatewayRequest
 from middleware.vectorstore import Scope, ScoredPoint, VectorPoint, VectorStore
 
@@ -41,14 +41,7 @@ def _digest(value: Any) -> str:
 
 def params_hash(body: dict[str, Any]) -> str:
     """Hash of every answer-affecting field except the messages and the model."""
-    fields = {}
-    for name, value in body.items():
-        if name in NON_SEMANTIC_FIELDS or name in _QUESTION_FIELDS:
-            continue
-        if name in FLOAT_FIELDS and isinstance(value, int) and not isinstance(value, bool):
-            value = float(value)
-        fields[name] = value
-    return _digest(fields)
+    return _digest(answer_fields(body, exclude=_QUESTION_FIELDS))
 
 
 def message_text(message: dict[str, Any]) -> str:

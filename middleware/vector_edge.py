@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import json
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -34,27 +33,19 @@ from typing import Any, TypeVar
 import qdrant_edge as qe
 
 from app.errors import VectorStoreError
-from middleware.vectorstore import SCOPE_FIELDS, Scope, ScoredPoint, VectorPoint, point_id
+from middleware.vectorstore import (
+    FLOAT_PAYLOAD_FIELDS,
+    SCOPE_FIELDS,
+    SCOPE_KEY_FIELD,
+    Scope,
+    ScoredPoint,
+    VectorPoint,
+    point_id,
+    scope_key,
+    stored_payload,
+)
 
 _T = TypeVar("_T")
-
-#: Float payload indexes next to the keyword ones on ``SCOPE_FIELDS``.
-FLOAT_FIELDS: tuple[str, ...] = ("expires_at", "created_at")
-#: Payload key of the compound scope keyword (stored with each point, stripped from results).
-SCOPE_KEY_FIELD = "scope_key"
-
-
-def scope_key(scope: Scope) -> str:
-    """All scope fields as one keyword: a JSON array in ``SCOPE_FIELDS`` order, injective, so
-    equal keys mean equal scopes."""
-    return json.dumps([getattr(scope, name) for name in SCOPE_FIELDS], separators=(",", ":"))
-
-
-def stored_payload(point: VectorPoint) -> dict[str, Any]:
-    """What is stored with a point: its payload plus the compound scope key."""
-    payload = point.payload()
-    payload[SCOPE_KEY_FIELD] = scope_key(point.scope)
-    return payload
 
 
 def _index_schemas() -> dict[str, qe.PayloadSchemaType | qe.KeywordIndexParams]:
@@ -63,7 +54,7 @@ def _index_schemas() -> dict[str, qe.PayloadSchemaType | qe.KeywordIndexParams]:
     }
     # The tenant is the coarsest partition of the data: let the optimizer co-locate by it.
     schemas["tenant"] = qe.KeywordIndexParams(is_tenant=True)
-    for name in FLOAT_FIELDS:
+    for name in FLOAT_PAYLOAD_FIELDS:
         schemas[name] = qe.PayloadSchemaType.Float
     return schemas
 

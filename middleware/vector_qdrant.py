@@ -21,13 +21,19 @@ from typing import Any, TypeVar
 from qdrant_client import AsyncQdrantClient, models
 
 from app.errors import VectorStoreError
-from middleware.vector_edge import SCOPE_KEY_FIELD, scope_key, stored_payload
-from middleware.vectorstore import SCOPE_FIELDS, Scope, ScoredPoint, VectorPoint, point_id
+from middleware.vectorstore import (
+    FLOAT_PAYLOAD_FIELDS,
+    SCOPE_FIELDS,
+    SCOPE_KEY_FIELD,
+    Scope,
+    ScoredPoint,
+    VectorPoint,
+    point_id,
+    scope_key,
+    stored_payload,
+)
 
 _T = TypeVar("_T")
-
-#: Float payload indexes next to the keyword ones on ``SCOPE_FIELDS``.
-FLOAT_FIELDS: tuple[str, ...] = ("expires_at", "created_at")
 
 
 def _index_schemas() -> dict[str, models.PayloadSchemaType | models.KeywordIndexParams]:
@@ -38,7 +44,7 @@ def _index_schemas() -> dict[str, models.PayloadSchemaType | models.KeywordIndex
     schemas["tenant"] = models.KeywordIndexParams(
         type=models.KeywordIndexType.KEYWORD, is_tenant=True
     )
-    for name in FLOAT_FIELDS:
+    for name in FLOAT_PAYLOAD_FIELDS:
         schemas[name] = models.PayloadSchemaType.FLOAT
     return schemas
 

@@ -8,12 +8,32 @@ the exact-cache entry id its answer lives under, and its lifetime. Search filter
 
 from __future__ import annotations
 
+import json
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 #: Payload keys that scope a lookup; each gets a keyword payload index.
 SCOPE_FIELDS: tuple[str, ...] = ("tenant", "namespace", "model", "params_hash", "context_hash")
+
+
+#: Float payload indexes next to the keyword ones on ``SCOPE_FIELDS``.
+FLOAT_PAYLOAD_FIELDS: tuple[str, ...] = ("expires_at", "created_at")
+#: Payload key of the compound scope keyword (stored with each point, stripped from results).
+SCOPE_KEY_FIELD = "scope_key"
+
+
+def scope_key(scope: Scope) -> str:
+    """All scope fields as one keyword: a JSON array in ``SCOPE_FIELDS`` order, injective, so
+    equal keys mean equal scopes."""
+    return json.dumps([getattr(scope, name) for name in SCOPE_FIELDS], separators=(",", ":"))
+
+
+def stored_payload(point: VectorPoint) -> dict[str, Any]:
+    """What is stored with a point: its payload plus the compound scope key."""
+    payload = point.payload()
+    payload[SCOPE_KEY_FIELD] = scope_key(point.scope)
+    return payload
 
 
 def point_id(entry_id: str) -> str:
