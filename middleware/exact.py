@@ -1,7 +1,9 @@
 """Layer 1, the exact-match cache: one interface, an in-process LRU and a Redis backend.
 
-Backends raise :class:`app.errors.CacheUnavailableError` when they cannot answer; the pipeline
-then serves the request without the cache (``X-Deja-Cache: off``).
+Stores hold :class:`CachedAnswer` records under entry ids. The in-process store keeps the
+objects themselves (an exact hit decodes nothing); Redis stores their orjson bytes. Backends
+raise :class:`app.errors.CacheUnavailableError` when they cannot answer; the pipeline then serves
+the request without the cache (``X-Deja-Cache: off``).
 """
 
 from __future__ import annotations
@@ -11,17 +13,19 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Protocol
 
+from middleware.entry import CachedAnswer
+
 
 class ExactStore(Protocol):
-    """Byte values under string keys, each with its own TTL."""
+    """Cached answers under entry ids, each with its own TTL."""
 
     name: str
 
-    async def get(self, key: str) -> bytes | None:
-        """The value under ``key``, or None when absent or expired."""
+    async def get(self, key: str) -> CachedAnswer | None:
+        """The answer under ``key``, or None when absent or expired."""
 
-    async def set(self, key: str, value: bytes, ttl: int) -> None:
-        """Store ``value`` for ``ttl`` seconds."""
+    async def set(self, key: str, answer: CachedAnswer, ttl: int) -> None:
+        """Store ``answer`` for ``ttl`` seconds."""
 
     async def delete(self, key: str) -> bool:
         """Remove ``key``; True when it existed."""
@@ -34,7 +38,8 @@ class ExactStore(Protocol):
 
 
 class MemoryExactStore:
-    """In-process LRU with per-entry TTL, bounded by entry count and total value bytes."""
+    """In-process LRU with per-entry TTL, bounded by entry count and total bytes (each answer
+    counted at its serialised size)."""
 
     name = "memory"
 
@@ -48,7 +53,7 @@ class MemoryExactStore:
         self._max_entries = max_entries
         self._max_bytes = max_bytes
         self._clock = clock
-        self._data: OrderedDict[str, tuple[float, bytes]] = OrderedDict()
+        self._data: OrderedDict[str, tuple[float, int, CachedAnswer]] = OrderedDict()
         self._bytes = 0
 
     def __len__(self) -> int:
@@ -59,27 +64,28 @@ class MemoryExactStore:
         return self._bytes
 
     def _drop(self, key: str) -> None:
-        _, value = self._data.pop(key)
-        self._bytes -= len(value)
+        _, size, _ = self._data.pop(key)
+        self._bytes -= size
 
-    async def get(self, key: str) -> bytes | None:
+    async def get(self, key: str) -> CachedAnswer | None:
         item = self._data.get(key)
         if item is None:
             return None
-        expires_at, value = item
+        expires_at, _, answer = item
         if expires_at <= self._clock():
             self._drop(key)
             return None
         self._data.move_to_end(key)
-        return value
+        return answer
 
-    async def set(self, key: str, value: bytes, ttl: int) -> None:
-        if len(value) > self._max_bytes:
+    async def set(self, key: str, answer: CachedAnswer, ttl: int) -> None:
+        size = len(answer.to_bytes())
+        if size > self._max_bytes:
             return
         if key in self._data:
             self._drop(key)
-        self._data[key] = (self._clock() + ttl, value)
-        self._bytes += len(value)
+        self._data[key] = (self._clock() + ttl, size, answer)
+        self._bytes += size
         while len(self._data) > self._max_entries or self._bytes > self._max_bytes:
             self._drop(next(iter(self._data)))
 

@@ -17,6 +17,7 @@ from redis.exceptions import RedisError
 from redis.retry import Retry
 
 from app.errors import CacheUnavailableError
+from middleware.entry import CachedAnswer
 
 log = logging.getLogger("deja.cache")
 
@@ -63,7 +64,7 @@ class RedisExactStore:
             log.info("redis is reachable again, exact cache back on")
             self._down_until = 0.0
 
-    async def get(self, key: str) -> bytes | None:
+    async def get(self, key: str) -> CachedAnswer | None:
         self._check_open()
         try:
             async with asyncio.timeout(self._timeout):
@@ -71,13 +72,13 @@ class RedisExactStore:
         except (RedisError, OSError, TimeoutError) as exc:
             raise self._failed("get", exc) from exc
         self._recovered()
-        return value if isinstance(value, bytes) else None
+        return CachedAnswer.from_bytes(value) if isinstance(value, bytes) else None
 
-    async def set(self, key: str, value: bytes, ttl: int) -> None:
+    async def set(self, key: str, answer: CachedAnswer, ttl: int) -> None:
         self._check_open()
         try:
             async with asyncio.timeout(self._timeout):
-                await self._client.set(KEY_PREFIX + key, value, ex=ttl)
+                await self._client.set(KEY_PREFIX + key, answer.to_bytes(), ex=ttl)
         except (RedisError, OSError, TimeoutError) as exc:
             raise self._failed("set", exc) from exc
         self._recovered()

@@ -22,6 +22,9 @@ from middleware.exact import ExactStore
 from middleware.keys import exact_key
 from middleware.replay import replay_json, replay_sse
 from middleware.request import GatewayRequest, Outcome
+from middleware.responses import JSON as JSON_TYPE
+from middleware.responses import SSE as SSE_TYPE
+from middleware.responses import prebuilt
 from middleware.semantic import (
     SEMANTIC_ERRORS,
     Candidate,
@@ -43,7 +46,6 @@ T = TypeVar("T")
 #: Completes when the client has disconnected.
 Disconnected = Callable[[], Coroutine[Any, Any, None]]
 
-JSON = "application/json"
 SSE = "text/event-stream"
 _DONE = b"data: [DONE]\n\n"
 
@@ -129,22 +131,22 @@ class Pipeline:
         if not req.policy.read:
             return Lookup(Outcome.MISS, key)
         try:
-            answer = await self._load(key)
+            answer = await self.exact.get(key)
         except CacheUnavailableError:
             return Lookup(Outcome.OFF, key)
         if answer is None or _too_old(answer, req.policy.max_age):
             return Lookup(Outcome.MISS, key)
         return Lookup(Outcome.EXACT, key, answer)
 
-    async def _load(self, entry_id: str) -> CachedAnswer | None:
-        assert self.exact is not None
-        raw = await self.exact.get(entry_id)
-        return CachedAnswer.from_bytes(raw) if raw is not None else None
-
     # --- 4. semantic -----------------------------------------------------------------------------
     async def semantic_lookup(self, req: GatewayRequest, lookup: Lookup) -> Lookup:
         # Answers live in the exact store: with it off, a semantic hit could not be served.
-        if self.semantic is None or lookup.key is None or lookup.outcome is Outcome.OFF:
+        if (
+            self.semantic is None
+            or self.exact is None
+            or lookup.key is None
+            or lookup.outcome is Outcome.OFF
+        ):
             return lookup
         query = semantic_query(req, self.semantic_settings.context_rule)
         if query is None:
@@ -165,7 +167,7 @@ class Pipeline:
         if point is None or point.score < threshold:
             return lookup
         try:
-            answer = await self._load(point.entry_id)
+            answer = await self.exact.get(point.entry_id)
         except CacheUnavailableError:
             return lookup
         if answer is None:  # the entry expired or was evicted: drop its stale point
@@ -198,8 +200,8 @@ class Pipeline:
             headers["x-deja-similarity"] = f"{lookup.similarity:.4f}"
         if req.stream:
             body = replay_sse(answer, model=req.model, include_usage=req.include_usage)
-            return Response(body, media_type=SSE, headers=headers)
-        return Response(replay_json(answer, model=req.model), media_type=JSON, headers=headers)
+            return prebuilt(body, SSE_TYPE, headers)
+        return prebuilt(replay_json(answer, model=req.model), JSON_TYPE, headers)
 
     # --- 5 + 6. upstream --------------------------------------------------------------------------
     async def to_upstream(
@@ -232,7 +234,7 @@ class Pipeline:
                 )
 
             self.store_later(lookup, build, req.policy.ttl)
-        return Response(reply.body, media_type=JSON, headers=headers)
+        return prebuilt(reply.body, JSON_TYPE, headers)
 
     async def relay_stream(
         self,
@@ -324,7 +326,7 @@ class Pipeline:
         if answer is None:
             return
         try:
-            await self.exact.set(lookup.key, answer.to_bytes(), ttl)
+            await self.exact.set(lookup.key, answer, ttl)
         except CacheUnavailableError:
             return  # already logged by the store; the answer was served regardless
         if self.semantic is not None and lookup.query is not None:

@@ -28,9 +28,15 @@ DEFAULT_TENANT = "default"
 MODEL_REFRESH_ON_MISS_SECONDS = 5.0
 
 
-async def read_body(request: Request, limit: int) -> bytes:
+def header_map(request: Request) -> dict[str, str]:
+    """The request headers as a plain dict with lower-case names, built in one pass (the
+    ASGI server already lower-cases names; a repeated header keeps its last value)."""
+    return {k.decode("latin-1"): v.decode("latin-1") for k, v in request.scope["headers"]}
+
+
+async def read_body(request: Request, headers: dict[str, str], limit: int) -> bytes:
     """The whole body, or 413 as soon as it is known to exceed ``limit``."""
-    declared = request.headers.get("content-length")
+    declared = headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise BodyTooLargeError(f"Request body of {declared} bytes exceeds the {limit}-byte limit.")
     body = b""
@@ -76,9 +82,10 @@ async def ensure_model(gateway: Gateway, model: str) -> None:
 async def _generate(request: Request, endpoint: Endpoint) -> Response:
     gateway = gateway_of(request)
     settings = gateway.settings
-    raw = await read_body(request, settings.max_body_bytes)
+    headers = header_map(request)
+    raw = await read_body(request, headers, settings.max_body_bytes)
     policy = parse_policy(
-        request.headers,
+        headers,
         default_ttl=settings.cache_ttl_seconds,
         max_ttl=settings.cache_max_ttl_seconds,
     )

@@ -9,6 +9,7 @@ import uuid
 import pytest
 
 from app.errors import CacheUnavailableError
+from middleware.entry import CachedAnswer
 from middleware.exact_redis import RedisExactStore
 from tests.support import free_port
 
@@ -21,11 +22,20 @@ async def test_set_get_delete_and_ttl(redis_url: str) -> None:
     try:
         assert await store.ping()
         assert await store.get(key) is None
-        await store.set(key, b"\x00value", ttl=1)
-        assert await store.get(key) == b"\x00value"
+        answer = CachedAnswer(
+            entry_id=key,
+            endpoint="chat",
+            model="m",
+            finish_reason="stop",
+            created_at=1.0,
+            message={"role": "assistant", "content": "\u00e9t\u00e9 \x00"},
+            usage={"total_tokens": 3},
+        )
+        await store.set(key, answer, ttl=1)
+        assert await store.get(key) == answer
         await asyncio.sleep(1.1)
         assert await store.get(key) is None
-        await store.set(key, b"v", ttl=60)
+        await store.set(key, answer, ttl=60)
         assert await store.delete(key) is True
         assert await store.delete(key) is False
     finally:
