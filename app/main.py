@@ -5,11 +5,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+import signal
+import threading
+from collections.abc import AsyncIterator, Callable
 
 from fastapi import FastAPI
 
-from app.api import health, openai_routes
+from app.api import admin, health, openai_routes
 from app.api.errors import install_error_handlers
 from app.asgi import DejaApp
 from app.builders import (
@@ -19,10 +21,14 @@ from app.builders import (
     build_vector_store,
     semantic_settings,
 )
+from app.errors import ConfigError
 from app.state import Gateway, Stoppable
 from config.settings import Settings
+from middleware.health import HealthMonitor
 from middleware.pipeline import Pipeline
+from middleware.prefix import PrefixConfig
 from middleware.replicas import ReplicaPool
+from middleware.router import Router
 from middleware.semantic import SemanticCache
 from middleware.upstream import Upstream, build_session
 
@@ -71,8 +77,28 @@ async def _open_semantic(settings: Settings) -> SemanticCache | None:
     return SemanticCache(embedder, store)
 
 
-def create_app(settings: Settings) -> DejaApp:
-    """Build the gateway: the FastAPI app behind the generation fast path."""
+def _install_sighup(gateway: Gateway, reload: Callable[[], Settings] | None) -> bool:
+    """SIGHUP re-reads the replica list (same sources as at start) without a restart."""
+    if reload is None or threading.current_thread() is not threading.main_thread():
+        return False
+
+    def on_hup() -> None:
+        try:
+            replicas = reload().replicas
+        except ConfigError as exc:
+            log.error("SIGHUP: config not reloaded: %s", exc)
+            return
+        gateway.reload_replicas(replicas)
+
+    asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, on_hup)
+    return True
+
+
+def create_app(settings: Settings, *, reload: Callable[[], Settings] | None = None) -> DejaApp:
+    """Build the gateway: the FastAPI app behind the generation fast path.
+
+    ``reload`` re-reads the settings on SIGHUP and ``POST /admin/replicas/reload``.
+    """
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -82,16 +108,28 @@ def create_app(settings: Settings) -> DejaApp:
             urls, simulators = await _start_demo_replicas(settings)
         if not urls:
             log.warning("no replicas configured (DEJA_REPLICAS); generation requests get 503")
+        if settings.admin_key is None:
+            log.warning("DEJA_ADMIN_KEY is not set: /admin is open to anyone who reaches this port")
         http = build_session(
             connect_timeout=settings.upstream_connect_timeout_seconds,
             read_timeout=settings.upstream_timeout_seconds,
             max_connections=settings.upstream_max_connections,
         )
         pool = ReplicaPool(
-            urls, cooldown=settings.replica_cooldown_seconds, simulated=bool(simulators)
+            urls,
+            cooldown=settings.replica_cooldown_seconds,
+            scrape_interval=settings.health_check_interval_seconds,
+            simulated=bool(simulators),
         )
+        router = Router(pool, settings.routing_policy, settings.routing_epsilon)
         api_key = settings.replica_api_key.get_secret_value() if settings.replica_api_key else None
-        upstream = Upstream(pool, http, api_key)
+        upstream = Upstream(router, http, api_key)
+        monitor = HealthMonitor(
+            pool,
+            http,
+            interval=settings.health_check_interval_seconds,
+            timeout=settings.health_check_timeout_seconds,
+        )
         exact = build_exact_store(settings)
         semantic = await _open_semantic(settings)
         pipeline = Pipeline(
@@ -100,6 +138,9 @@ def create_app(settings: Settings) -> DejaApp:
             semantic=semantic,
             semantic_settings=semantic_settings(settings),
             temporal=build_temporal(settings),
+            prefix=PrefixConfig(
+                settings.prefix_mode, settings.prefix_block_size, settings.prefix_max_blocks
+            ),
         )
         app.state.gateway = Gateway(
             settings=settings,
@@ -108,12 +149,15 @@ def create_app(settings: Settings) -> DejaApp:
             exact=exact,
             pipeline=pipeline,
             simulators=simulators,
+            reload=reload,
         )
         await upstream.refresh_models()
         loop = asyncio.get_running_loop()
         tasks = [
-            loop.create_task(_refresh_models_forever(upstream, settings.model_refresh_seconds))
+            loop.create_task(_refresh_models_forever(upstream, settings.model_refresh_seconds)),
+            loop.create_task(monitor.run_forever()),
         ]
+        hup = _install_sighup(app.state.gateway, reload)
         if semantic is not None:
             tasks.append(
                 loop.create_task(_sweep_forever(semantic, settings.semantic_sweep_seconds))
@@ -126,6 +170,8 @@ def create_app(settings: Settings) -> DejaApp:
         try:
             yield
         finally:
+            if hup:
+                loop.remove_signal_handler(signal.SIGHUP)
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
@@ -149,4 +195,5 @@ def create_app(settings: Settings) -> DejaApp:
     install_error_handlers(app)
     app.router.routes.extend(openai_routes.routes)
     app.router.routes.extend(health.routes)
+    app.include_router(admin.router)
     return DejaApp(app, openai_routes.fast_routes)

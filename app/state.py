@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -12,6 +15,8 @@ from config.settings import Settings
 from middleware.exact import ExactStore
 from middleware.pipeline import Pipeline
 from middleware.upstream import Upstream
+
+log = logging.getLogger("deja")
 
 
 class Stoppable(Protocol):
@@ -28,6 +33,24 @@ class Gateway:
     exact: ExactStore | None
     pipeline: Pipeline
     simulators: list[Stoppable] = field(default_factory=list)
+    reload: Callable[[], Settings] | None = None
+    background: set[asyncio.Task[None]] = field(default_factory=set)
+
+    def reload_replicas(self, replicas: list[str]) -> None:
+        """Swap the replica list in place: in-flight requests finish where they are."""
+        pool = self.upstream.pool
+        before = {r.url for r in pool.replicas}
+        pool.update(replicas)
+        after = {r.url for r in pool.replicas}
+        log.warning(
+            "replicas reloaded: %d now (added %s, removed %s)",
+            len(after),
+            sorted(after - before) or "none",
+            sorted(before - after) or "none",
+        )
+        task = asyncio.get_running_loop().create_task(self.upstream.refresh_models())
+        self.background.add(task)
+        task.add_done_callback(self.background.discard)
 
 
 def gateway_of(request: Request) -> Gateway:

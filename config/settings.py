@@ -17,6 +17,7 @@ from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from app.errors import ConfigError
+from middleware.replicas import parse_replica
 
 ENV_PREFIX = "DEJA_"
 MASK = "********"
@@ -40,7 +41,8 @@ class Settings(BaseSettings):
     # --- upstream replicas --------------------------------------------------------------------
     replicas: Annotated[list[str], NoDecode] = Field(
         default_factory=list,
-        description="vLLM replica base URLs (comma-separated in the environment, a list in YAML).",
+        description="vLLM replica base URLs (comma-separated in the environment, a list in "
+        "YAML); append ;weight=N for a replica with N times the capacity.",
     )
     demo: bool = Field(
         False,
@@ -60,7 +62,32 @@ class Settings(BaseSettings):
     )
     upstream_max_connections: int = Field(512, ge=1, description="Connection pool size (total).")
     replica_cooldown_seconds: float = Field(
-        5.0, ge=0, description="How long a replica that refused a connection is skipped."
+        5.0,
+        ge=0,
+        description="How long an open circuit breaker keeps a failing replica out before one "
+        "probe request (longer when the replica sent Retry-After).",
+    )
+    routing_policy: Literal["prefix", "least_loaded", "round_robin"] = Field(
+        "prefix", description="How a replica is chosen for a request that is not a cache hit."
+    )
+    routing_epsilon: float = Field(
+        0.25,
+        ge=0,
+        description="Bounded-load factor ε: no replica takes more than ⌈(1+ε)·average⌉ "
+        "in-flight requests under the prefix policy.",
+    )
+    prefix_mode: Literal["static", "blocks"] = Field(
+        "static",
+        description="Prefix key: model + system prompt + tools (static), or a chain of the "
+        "first prefix_max_blocks token blocks of the prompt (blocks, for RAG prompts).",
+    )
+    prefix_block_size: int = Field(16, ge=1, description="Tokens per block in blocks mode.")
+    prefix_max_blocks: int = Field(32, ge=1, description="Blocks hashed in blocks mode (K).")
+    health_check_interval_seconds: float = Field(
+        5.0, gt=0, description="How often each replica's /health is probed and /metrics scraped."
+    )
+    health_check_timeout_seconds: float = Field(
+        2.0, gt=0, description="Timeout of one health probe or metrics scrape."
     )
     model_refresh_seconds: float = Field(
         30.0, gt=0, description="How often the served-model list is re-read from the replicas."
@@ -147,6 +174,10 @@ class Settings(BaseSettings):
     )
 
     # --- secrets (masked in --print-config) ---------------------------------------------------
+    admin_key: SecretStr | None = Field(
+        None,
+        description="Bearer key for /admin. Unset: /admin is open (logged loudly at start-up).",
+    )
     replica_api_key: SecretStr | None = Field(
         None, description="Bearer key sent to the replicas (vLLM --api-key), if they need one."
     )
@@ -162,11 +193,13 @@ class Settings(BaseSettings):
     @classmethod
     def _check_replicas(cls, value: list[str]) -> list[str]:
         cleaned = []
-        for url in value:
+        for spec in value:
+            url, _, params = spec.partition(";")
             parts = urlsplit(url)
             if parts.scheme not in ("http", "https") or not parts.netloc:
-                raise ValueError(f"replica URL must be http(s)://host:port, got {url!r}")
-            cleaned.append(url.rstrip("/"))
+                raise ValueError(f"replica URL must be http(s)://host:port, got {spec!r}")
+            parse_replica(spec)  # raises ValueError on a bad ;weight=
+            cleaned.append(url.rstrip("/") + (f";{params}" if params else ""))
         return cleaned
 
     @field_validator("temporal_extra_patterns")

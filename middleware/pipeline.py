@@ -20,6 +20,7 @@ from app.errors import CacheUnavailableError, ClientGoneError, UpstreamError
 from middleware.entry import CachedAnswer, answer_from_json
 from middleware.exact import ExactStore
 from middleware.keys import exact_key
+from middleware.prefix import PrefixConfig, prefix_hash
 from middleware.replay import replay_json, replay_sse
 from middleware.request import GatewayRequest, Outcome
 from middleware.responses import JSON as JSON_TYPE
@@ -84,6 +85,7 @@ class Pipeline:
         semantic_settings: SemanticSettings | None = None,
         temporal: TemporalDetector | None = None,
         verifier: Verifier | None = None,
+        prefix: PrefixConfig | None = None,
     ) -> None:
         self.exact = exact
         self.upstream = upstream
@@ -91,6 +93,7 @@ class Pipeline:
         self.semantic_settings = semantic_settings or SemanticSettings(threshold=1.0, timeout=0.25)
         self.temporal = temporal
         self.verifier = verifier
+        self.prefix = prefix or PrefixConfig()
         self._background: set[asyncio.Task[None]] = set()
         self._semantic_failing = False
 
@@ -207,20 +210,28 @@ class Pipeline:
     async def to_upstream(
         self, req: GatewayRequest, lookup: Lookup, disconnected: Disconnected
     ) -> Response:
+        key = self.prefix_key(req)
         if req.stream:
-            return await self.relay_stream(req, lookup, disconnected)
-        return await self.forward(req, lookup, disconnected)
+            return await self.relay_stream(req, lookup, key, disconnected)
+        return await self.forward(req, lookup, key, disconnected)
+
+    def prefix_key(self, req: GatewayRequest) -> str | None:
+        """5. route: the client's X-Prefix-Hash, else the hash of the prompt's static prefix."""
+        if req.prefix_override:
+            return req.prefix_override
+        return prefix_hash(req.endpoint, req.body, self.prefix)
 
     async def forward(
         self,
         req: GatewayRequest,
         lookup: Lookup,
+        key: str | None,
         disconnected: Disconnected,
     ) -> Response:
         reply = await _until_disconnect(
-            self.upstream.complete(req.path, req.raw, req.model), disconnected
+            self.upstream.complete(req.path, req.raw, req.model, key), disconnected
         )
-        headers = self._miss_headers(lookup, reply.replica.name)
+        headers = self._miss_headers(lookup, reply.replica.name, reply.reason, key)
         if self._should_store(req, lookup):
             assert lookup.key is not None
             key, created = lookup.key, time.time()
@@ -240,6 +251,7 @@ class Pipeline:
         self,
         req: GatewayRequest,
         lookup: Lookup,
+        key: str | None,
         disconnected: Disconnected,
     ) -> Response:
         store = self._should_store(req, lookup)
@@ -247,7 +259,7 @@ class Pipeline:
         hide_usage = store and not req.include_usage
         body = _with_usage(req.body) if hide_usage else req.raw
         opened = await _until_disconnect(
-            self.upstream.open_stream(req.path, body, req.model), disconnected
+            self.upstream.open_stream(req.path, body, req.model, key), disconnected
         )
         replica = opened.replica.name
 
@@ -282,13 +294,21 @@ class Pipeline:
                     req.policy.ttl,
                 )
 
-        headers = self._miss_headers(lookup, replica)
+        headers = self._miss_headers(lookup, replica, opened.reason, key)
         headers["cache-control"] = "no-cache"
         headers["x-accel-buffering"] = "no"
         return StreamingResponse(relay(), media_type=SSE, headers=headers)
 
-    def _miss_headers(self, lookup: Lookup, replica: str) -> dict[str, str]:
-        headers = {"x-deja-cache": lookup.outcome.value, "x-deja-replica": replica}
+    def _miss_headers(
+        self, lookup: Lookup, replica: str, reason: str, key: str | None
+    ) -> dict[str, str]:
+        headers = {
+            "x-deja-cache": lookup.outcome.value,
+            "x-deja-replica": replica,
+            "x-deja-route": reason,
+        }
+        if key is not None:
+            headers["x-prefix-hash"] = key
         if lookup.key is not None:
             headers["x-deja-entry"] = lookup.key
         if lookup.similarity is not None:  # how close the miss came

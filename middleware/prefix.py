@@ -10,7 +10,8 @@ Two modes:
     conversation grows, so a conversation stays on one replica turn after turn. A chat with no
     leading system/developer message and no tools has no prefix: :func:`prefix_hash` returns
     ``None`` and the router uses the least-loaded replica. Completions have no such structure, so
-    static mode hashes their prompt as ``blocks`` mode does.
+    static mode hashes their prompt as ``blocks`` mode does (same ``block_size``/``max_blocks``).
+    A batch (``prompt`` as a list of prompts) is routed by its first prompt.
 
 ``blocks``
     The prompt is rendered to text, split into tokens, grouped into blocks of ``block_size``
@@ -43,21 +44,23 @@ from typing import Any, Literal
 
 import orjson
 
+from middleware.keys import Endpoint
+
 __all__ = ["PrefixConfig", "PrefixMode", "prefix_hash"]
 
 PREFIX_VERSION = 1
 
 PrefixMode = Literal["static", "blocks"]
-Endpoint = Literal["chat", "completion"]
 
 _MODES: frozenset[str] = frozenset({"static", "blocks"})
 _INSTRUCTION_ROLES: frozenset[str] = frozenset({"system", "developer"})
-_TOKEN_RE = re.compile(r"\w+|[^\w\s]")
+# The same tokens as ``\w+|[^\w\s]`` (the alternation tries ``\w+`` first, so ``\S`` only
+# ever matches a non-word character), a little faster.
+_TOKEN_RE = re.compile(r"\w+|\S")
+#: Whitespace-free pieces longer than this are tokenized lazily, up to the tokens still needed.
+_LONG_PIECE = 1024
 # Tokens never contain whitespace, so a whitespace byte separates them unambiguously.
 _SEPARATOR = "\x1f"
-#: Below this many characters per still-needed token, ``findall`` over the whole text is cheaper
-#: than lazily stopping early with ``finditer``; above it (a long RAG document) we stop early.
-_FINDALL_CHARS_PER_TOKEN = 8
 _KEY_CHARS = 16
 
 
@@ -167,14 +170,31 @@ def _chain(seed: bytes, tokens: list[str], config: PrefixConfig) -> str | None:
 
 
 def _tokenize_into(out: list[str], text: str, limit: int) -> bool:
-    """Append ``text``'s tokens to ``out`` up to ``limit`` in all; True once ``limit`` is hit."""
+    """Append ``text``'s tokens to ``out`` up to ``limit`` in all; True once ``limit`` is hit.
+
+    Whitespace always ends a token, so the text is split on whitespace first; a piece made only
+    of word characters is one token as it is (``str.isalnum`` is ``\\w`` minus ``_``), and only
+    pieces with punctuation go through the regex. That is about 1.5x faster than one ``findall``
+    and, with ``maxsplit``, never looks past the ``need`` pieces that hold the tokens we need.
+    """
     need = limit - len(out)
     if need <= 0:
         return True
-    if len(text) <= need * _FINDALL_CHARS_PER_TOKEN:
-        out.extend(_TOKEN_RE.findall(text)[:need])
-    else:
-        out.extend(match.group() for match in islice(_TOKEN_RE.finditer(text), need))
+    pieces = text.split(None, need)
+    if len(pieces) > need:
+        pieces.pop()  # the unsplit rest: every piece holds >= 1 token, so it is past the limit
+    append, extend, findall = out.append, out.extend, _TOKEN_RE.findall
+    for piece in pieces:
+        if piece.isalnum():
+            append(piece)
+        elif len(piece) <= _LONG_PIECE:
+            extend(findall(piece))
+        else:  # pasted base64 or minified JSON: take only the tokens still missing
+            missing = limit - len(out)
+            extend(match.group() for match in islice(_TOKEN_RE.finditer(piece), missing))
+        if len(out) >= limit:
+            break
+    del out[limit:]
     return len(out) >= limit
 
 

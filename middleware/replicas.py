@@ -1,26 +1,94 @@
-"""The replica pool: which vLLM replicas exist, which models they serve, which are usable now.
+"""The replica pool: which vLLM replicas exist, their weights, health, breakers and load.
 
-Selection is round-robin over the replicas that serve the model and are not cooling down after a
-refused connection. The routing issue replaces the policy; the pool's shape stays.
+State per replica:
+- ``healthy``: the last active ``/health`` probe answered (optimistic until the first probe);
+- a circuit ``Breaker`` fed by real requests (passive health);
+- ``in_flight``: requests this gateway has open on it (never stale);
+- ``metrics``: the last scrape of its ``/metrics`` (running, waiting, KV usage).
+
+Membership can change at run time (``update``): a replica that stays keeps its state, and a
+request in flight on a removed replica finishes on the object it already holds.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 from urllib.parse import urlsplit
 
-from app.errors import NoHealthyReplicaError
+from middleware.ring import HashRing
+
+#: Consecutive failures (5xx, timeouts) that open a replica's breaker.
+BREAKER_FAILURES = 3
+#: A scrape older than this many intervals is ignored as a load signal.
+STALE_SCRAPES = 3.0
+
+
+class BreakerState(StrEnum):
+    CLOSED = "closed"
+    OPEN = "open"
+    HALF_OPEN = "half_open"
 
 
 @dataclass(slots=True)
+class Breaker:
+    """Passive health: opens after failures, half-opens for one probe after a cooldown."""
+
+    state: BreakerState = BreakerState.CLOSED
+    failures: int = 0
+    open_until: float = 0.0
+    probing: bool = False
+
+    def available(self, now: float) -> bool:
+        """May a request be sent now? (Does not consume the half-open probe.)"""
+        if self.state is BreakerState.CLOSED:
+            return True
+        if self.state is BreakerState.OPEN:
+            return now >= self.open_until
+        return not self.probing
+
+    def begin(self, now: float) -> None:
+        """A request is being sent: an open breaker past its cooldown half-opens for it."""
+        if self.state is BreakerState.OPEN and now >= self.open_until:
+            self.state = BreakerState.HALF_OPEN
+        if self.state is BreakerState.HALF_OPEN:
+            self.probing = True
+
+    def success(self) -> None:
+        self.state, self.failures, self.probing = BreakerState.CLOSED, 0, False
+
+    def failure(self, now: float, cooldown: float, *, immediate: bool = False) -> None:
+        """Record a failure; ``immediate`` (refused connection, 429, 503) opens at once."""
+        self.failures += 1
+        self.probing = False
+        if immediate or self.state is BreakerState.HALF_OPEN or self.failures >= BREAKER_FAILURES:
+            self.state = BreakerState.OPEN
+            self.open_until = max(self.open_until, now + cooldown)
+
+
+@dataclass(slots=True)
+class ReplicaMetrics:
+    """The load signals scraped from a replica's ``/metrics`` (vLLM names)."""
+
+    running: float = 0.0
+    waiting: float = 0.0
+    kv_cache_usage: float = 0.0
+    scraped_at: float = 0.0
+
+
+@dataclass(slots=True, eq=False)
 class Replica:
     """One upstream vLLM (or simulated) replica."""
 
     url: str
+    weight: float = 1.0
     simulated: bool = False
-    down_until: float = 0.0
+    healthy: bool = True
+    in_flight: int = 0
+    breaker: Breaker = field(default_factory=Breaker)
+    metrics: ReplicaMetrics = field(default_factory=ReplicaMetrics)
     models: list[dict[str, Any]] = field(default_factory=list)
     last_error: str | None = None
 
@@ -29,53 +97,96 @@ class Replica:
         return urlsplit(self.url).netloc
 
     def usable(self, now: float) -> bool:
-        return now >= self.down_until
+        return self.healthy and self.breaker.available(now)
 
     def serves(self, model: str) -> bool:
-        return any(entry.get("id") == model for entry in self.models)
+        """True when the replica lists ``model``, or its list could not be read yet."""
+        return not self.models or any(entry.get("id") == model for entry in self.models)
+
+    def load(self, now: float, scrape_interval: float) -> int:
+        """Requests on this replica: this gateway's in-flight count, or the replica's own
+        running + waiting when a fresh scrape says it is busier (other gateways share it)."""
+        fresh = now - self.metrics.scraped_at <= STALE_SCRAPES * scrape_interval
+        scraped = int(self.metrics.running + self.metrics.waiting) if fresh else 0
+        return max(self.in_flight, scraped)
+
+
+def parse_replica(spec: str) -> tuple[str, float]:
+    """``http://host:port`` or ``http://host:port;weight=2`` → (url, weight)."""
+    url, _, params = spec.partition(";")
+    weight = 1.0
+    for param in filter(None, params.split(";")):
+        name, _, value = param.partition("=")
+        if name.strip() != "weight":
+            raise ValueError(f"unknown replica parameter {name!r} in {spec!r}")
+        weight = float(value)
+        if not weight > 0:
+            raise ValueError(f"replica weight must be > 0 in {spec!r}")
+    return url.rstrip("/"), weight
 
 
 class ReplicaPool:
-    """Round-robin selection among usable replicas serving a model."""
+    """The current replicas and the hash ring over them."""
 
-    def __init__(self, urls: list[str], *, cooldown: float, simulated: bool = False) -> None:
-        self.replicas = [Replica(url=url, simulated=simulated) for url in urls]
-        self._cooldown = cooldown
-        self._cursor = 0
+    def __init__(
+        self, specs: list[str], *, cooldown: float, scrape_interval: float, simulated: bool = False
+    ) -> None:
+        self.cooldown = cooldown
+        self.scrape_interval = scrape_interval
+        self.simulated = simulated
+        self.replicas: list[Replica] = []
+        self.ring = HashRing([])
         self._known: frozenset[str] = frozenset()
         self.models_refreshed_at = 0.0
+        self.update(specs)
 
-    def candidates(self, model: str) -> list[Replica]:
-        """Replicas to try for ``model``, in order: the round-robin pick first, then the rest.
+    def update(self, specs: list[str]) -> None:
+        """Set the membership; replicas that stay keep their state and their ring points."""
+        current = {r.url: r for r in self.replicas}
+        replicas = []
+        for spec in specs:
+            url, weight = parse_replica(spec)
+            replica = current.get(url) or Replica(url=url, simulated=self.simulated)
+            replica.weight = weight
+            replicas.append(replica)
+        self.replicas = replicas
+        self.ring = HashRing([r.url for r in replicas], {r.url: r.weight for r in replicas})
+        self._recompute_known()
 
-        Replicas whose served models are not yet known are included, so a pool whose model
-        list could not be read still forwards.
-        """
-        now = time.monotonic()
-        serving = [r for r in self.replicas if r.serves(model) or not r.models]
-        usable = [r for r in serving if r.usable(now)]
-        if not usable:
-            raise NoHealthyReplicaError(f"no healthy replica serves model {model!r} right now")
-        start = self._cursor % len(usable)
-        self._cursor += 1
-        return usable[start:] + usable[:start]
+    def get(self, url: str) -> Replica | None:
+        return next((r for r in self.replicas if r.url == url), None)
 
-    def mark_failed(self, replica: Replica, reason: str) -> None:
-        replica.down_until = time.monotonic() + self._cooldown
+    def candidates(self, model: str, now: float | None = None) -> list[Replica]:
+        """Usable replicas that serve ``model``, in configuration order."""
+        now = time.monotonic() if now is None else now
+        return [r for r in self.replicas if r.serves(model) and r.usable(now)]
+
+    def record_failure(
+        self,
+        replica: Replica,
+        reason: str,
+        *,
+        immediate: bool = False,
+        retry_after: float | None = None,
+    ) -> None:
+        cooldown = max(self.cooldown, retry_after or 0.0)
+        replica.breaker.failure(time.monotonic(), cooldown, immediate=immediate)
         replica.last_error = reason
 
-    def mark_ok(self, replica: Replica) -> None:
-        if replica.down_until:
-            replica.down_until = 0.0
-            replica.last_error = None
+    def record_success(self, replica: Replica) -> None:
+        replica.breaker.success()
+        replica.last_error = None
 
     def set_models(self, replica: Replica, models: list[dict[str, Any]]) -> None:
         """Record what ``replica`` serves (from its ``/v1/models``)."""
         replica.models = models
+        self._recompute_known()
+
+    def _recompute_known(self) -> None:
         self._known = frozenset(str(m.get("id")) for r in self.replicas for m in r.models)
 
     def known_models(self) -> frozenset[str]:
-        """Every model id some replica serves (kept current by ``set_models``)."""
+        """Every model id some replica serves."""
         return self._known
 
     def model_list(self) -> list[dict[str, Any]]:

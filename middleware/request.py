@@ -36,6 +36,8 @@ class GatewayRequest:
     cacheable: bool
     tenant: str
     policy: CachePolicy
+    #: ``X-Prefix-Hash`` from the client: overrides the computed routing key.
+    prefix_override: str | None = None
 
     @property
     def path(self) -> str:

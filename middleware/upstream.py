@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
@@ -22,13 +23,15 @@ import aiohttp
 import orjson
 
 from app.errors import (
+    NoHealthyReplicaError,
     UpstreamClientError,
     UpstreamError,
     UpstreamServerError,
     UpstreamTimeoutError,
     UpstreamUnreachableError,
 )
-from middleware.replicas import Replica, ReplicaPool
+from middleware.replicas import Replica
+from middleware.router import Router
 
 log = logging.getLogger("deja.upstream")
 
@@ -37,8 +40,20 @@ PASSTHROUGH_HEADERS = ("retry-after",)
 HEALTH_TIMEOUT_SECONDS = 2.0
 KEEPALIVE_SECONDS = 30.0
 
-#: The connection never opened: safe to try the next replica.
-_CONNECT_ERRORS = (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError)
+#: Failover: how many replicas one request may try, and the backoff between tries.
+MAX_ATTEMPTS = 3
+RETRY_BACKOFF_SECONDS = 0.005
+RETRY_BACKOFF_MAX_SECONDS = 0.25
+
+#: No response arrived (the connection never opened, or it dropped before the status line, as
+#: when a replica dies mid-request): nothing has reached the client, so the next replica may
+#: answer instead. Generation has no side effects beyond compute, so a resend is safe.
+_FAILOVER_ERRORS = (
+    aiohttp.ClientConnectorError,
+    aiohttp.ConnectionTimeoutError,
+    aiohttp.ServerDisconnectedError,
+    aiohttp.ClientOSError,
+)
 
 
 def build_session(
@@ -68,16 +83,19 @@ class UpstreamReply:
     """A complete non-streamed 200 answer from one replica."""
 
     replica: Replica
+    reason: str
     body: bytes
 
 
 class UpstreamStream:
     """An open 200 streaming answer. Iterate ``chunks()`` once; always ``close()``."""
 
-    def __init__(self, replica: Replica, response: aiohttp.ClientResponse) -> None:
+    def __init__(self, replica: Replica, reason: str, response: aiohttp.ClientResponse) -> None:
         self.replica = replica
+        self.reason = reason
         self._response = response
         self._finished = False
+        self._closed = False
 
     async def chunks(self) -> AsyncIterator[bytes]:
         """The body as it arrives; failures become ``UpstreamError``s."""
@@ -93,10 +111,26 @@ class UpstreamStream:
 
     def close(self) -> None:
         """Return the connection to the pool after a full read, else drop it."""
+        if self._closed:
+            return
+        self._closed = True
+        self.replica.in_flight -= 1
         if self._finished:
             self._response.release()
         else:
             self._response.close()
+
+
+def _retry_after(headers: Mapping[str, str]) -> float | None:
+    try:
+        return max(0.0, float(headers["retry-after"]))
+    except (KeyError, ValueError):
+        return None
+
+
+def _backoff(attempt: int) -> float:
+    """Full-jitter exponential backoff before failover attempt ``attempt`` (1-based)."""
+    return random.uniform(0.0, min(RETRY_BACKOFF_MAX_SECONDS, RETRY_BACKOFF_SECONDS * 2**attempt))
 
 
 def _error_from_reply(
@@ -131,43 +165,86 @@ def _error_from_reply(
 
 
 class Upstream:
-    """Forwards requests to the pool's replicas; retries only connections that never opened."""
+    """Sends requests to the replicas the router picks, failing over before the first byte.
 
-    def __init__(
-        self, pool: ReplicaPool, session: aiohttp.ClientSession, api_key: str | None
-    ) -> None:
-        self.pool = pool
+    A refused or dropped connection, a 5xx or a 429 is retried on the next replica in route
+    order (at most ``MAX_ATTEMPTS`` replicas, jittered backoff between them); the breaker
+    records it, and a 429/503 ``Retry-After`` keeps it out for that long. Nothing is retried once
+    a replica has answered 200, nor after a read timeout (the wait was already spent).
+    """
+
+    def __init__(self, router: Router, session: aiohttp.ClientSession, api_key: str | None) -> None:
+        self.router = router
+        self.pool = router.pool
         self._session = session
         self._headers = dict(JSON_HEADERS)
         if api_key:
             self._headers["authorization"] = f"Bearer {api_key}"
 
     async def _send(
-        self, path: str, body: bytes, model: str
-    ) -> tuple[Replica, aiohttp.ClientResponse]:
+        self, path: str, body: bytes, model: str, key: str | None
+    ) -> tuple[Replica, str, aiohttp.ClientResponse]:
+        """The first replica in route order that answers with neither 5xx nor 429.
+
+        On return the replica's ``in_flight`` counts this request; the caller decrements it.
+        """
+        route = self.router.route(model, key)
         last: UpstreamError | None = None
-        for replica in self.pool.candidates(model):
+        for attempt, replica in enumerate(route.order[:MAX_ATTEMPTS]):
+            if attempt:
+                await asyncio.sleep(_backoff(attempt))
+                if not replica.usable(time.monotonic()):
+                    continue
+            replica.breaker.begin(time.monotonic())
+            replica.in_flight += 1
             try:
                 response = await self._session.post(
                     replica.url + path, data=body, headers=self._headers
                 )
-            except _CONNECT_ERRORS as exc:
-                self.pool.mark_failed(replica, f"connect: {exc}")
-                log.warning("replica %s unreachable, trying the next one", replica.name)
+            except _FAILOVER_ERRORS as exc:
+                replica.in_flight -= 1
+                self.pool.record_failure(replica, f"connection: {exc}", immediate=True)
+                log.warning("replica %s unreachable (%s), failing over", replica.name, exc)
                 last = UpstreamUnreachableError(f"replica {replica.name} is unreachable")
                 last.__cause__ = exc
                 continue
             except TimeoutError as exc:
+                replica.in_flight -= 1
+                self.pool.record_failure(replica, "timeout")
                 raise UpstreamTimeoutError(
                     f"replica {replica.name} did not answer in time"
                 ) from exc
             except aiohttp.ClientError as exc:
+                replica.in_flight -= 1
+                self.pool.record_failure(replica, f"transport: {exc}")
                 raise UpstreamUnreachableError(
                     f"connection to replica {replica.name} failed: {exc}"
                 ) from exc
-            self.pool.mark_ok(replica)
-            return replica, response
-        assert last is not None
+            except BaseException:
+                replica.in_flight -= 1  # cancelled (the client went away)
+                raise
+            status = response.status
+            if status == 429 or status >= 500:
+                try:
+                    data = await self._read(replica, response)
+                except UpstreamError:
+                    data = b""
+                finally:
+                    replica.in_flight -= 1
+                retry_after = _retry_after(response.headers)
+                self.pool.record_failure(
+                    replica,
+                    f"HTTP {status}",
+                    immediate=status in (429, 503),
+                    retry_after=retry_after,
+                )
+                last = _error_from_reply(status, data, response.headers, replica)
+                log.warning("replica %s answered %d, failing over", replica.name, status)
+                continue
+            self.pool.record_success(replica)
+            return replica, route.reason if attempt == 0 else "failover", response
+        if last is None:
+            raise NoHealthyReplicaError(f"no healthy replica serves model {model!r} right now")
         raise last
 
     async def _read(self, replica: Replica, response: aiohttp.ClientResponse) -> bytes:
@@ -180,24 +257,31 @@ class Upstream:
         finally:
             response.release()
 
-    async def complete(self, path: str, body: bytes, model: str) -> UpstreamReply:
+    async def complete(self, path: str, body: bytes, model: str, key: str | None) -> UpstreamReply:
         """Send a non-streamed request; a 200 answer comes back whole, anything else raises."""
-        replica, response = await self._send(path, body, model)
-        data = await self._read(replica, response)
+        replica, reason, response = await self._send(path, body, model, key)
+        try:
+            data = await self._read(replica, response)
+        finally:
+            replica.in_flight -= 1
         if response.status != 200:
             raise _error_from_reply(response.status, data, response.headers, replica)
-        return UpstreamReply(replica=replica, body=data)
+        return UpstreamReply(replica=replica, reason=reason, body=data)
 
-    async def open_stream(self, path: str, body: bytes, model: str) -> UpstreamStream:
+    async def open_stream(
+        self, path: str, body: bytes, model: str, key: str | None
+    ) -> UpstreamStream:
         """Send a streamed request and return once the replica's 200 headers have arrived."""
-        replica, response = await self._send(path, body, model)
+        replica, reason, response = await self._send(path, body, model, key)
         if response.status != 200:
             try:
                 data = await self._read(replica, response)
             except UpstreamError:
                 data = b""
+            finally:
+                replica.in_flight -= 1
             raise _error_from_reply(response.status, data, response.headers, replica)
-        return UpstreamStream(replica, response)
+        return UpstreamStream(replica, reason, response)
 
     async def _get_json(self, replica: Replica, path: str) -> Any:
         timeout = aiohttp.ClientTimeout(total=HEALTH_TIMEOUT_SECONDS)

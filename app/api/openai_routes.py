@@ -89,7 +89,13 @@ async def _generate(request: Request, endpoint: Endpoint) -> Response:
         default_ttl=settings.cache_ttl_seconds,
         max_ttl=settings.cache_max_ttl_seconds,
     )
-    req = validate(endpoint, raw, tenant=DEFAULT_TENANT, policy=policy)
+    req = validate(
+        endpoint,
+        raw,
+        tenant=DEFAULT_TENANT,
+        policy=policy,
+        prefix_override=headers.get("x-prefix-hash"),
+    )
     await ensure_model(gateway, req.model)
     return await gateway.pipeline.handle(req, _disconnect_waiter(request.receive))
 

@@ -120,7 +120,14 @@ def _prompt_count(prompt: Any) -> int:
     )
 
 
-def validate(endpoint: Endpoint, raw: bytes, *, tenant: str, policy: CachePolicy) -> GatewayRequest:
+def validate(
+    endpoint: Endpoint,
+    raw: bytes,
+    *,
+    tenant: str,
+    policy: CachePolicy,
+    prefix_override: str | None = None,
+) -> GatewayRequest:
     """Parse and check one request body into a :class:`GatewayRequest`."""
     body = parse_json(raw)
     model = body.get("model")
@@ -156,4 +163,16 @@ def validate(endpoint: Endpoint, raw: bytes, *, tenant: str, policy: CachePolicy
         cacheable=n == 1 and prompts == 1 and not wants_logprobs,
         tenant=tenant,
         policy=policy,
+        prefix_override=_check_prefix_header(prefix_override),
     )
+
+
+def _check_prefix_header(value: str | None) -> str | None:
+    if value is None:
+        return None
+    value = value.strip()
+    if not value or len(value) > 128 or not value.isprintable():
+        raise InvalidRequestError(
+            "X-Prefix-Hash must be 1-128 printable characters.", param="X-Prefix-Hash"
+        )
+    return value

@@ -45,8 +45,12 @@ class Capture:
                 return Response(b"data: [DONE]\n\n", media_type="text/event-stream")
             return JSONResponse(ANSWER)
 
+        async def health(request: Request) -> Response:
+            return Response(b"")
+
         return Starlette(
             routes=[
+                Route("/health", health),
                 Route("/v1/models", models),
                 Route("/v1/chat/completions", chat, methods=["POST"]),
             ]

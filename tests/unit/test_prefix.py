@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.sim.engine import render_chat
-from middleware.prefix import PrefixConfig, _chat_tokens, prefix_hash
+from middleware.prefix import PrefixConfig, _chat_tokens, _tokenize_into, prefix_hash
 
 STATIC = PrefixConfig()
 BLOCKS = PrefixConfig(mode="blocks", block_size=4, max_blocks=3)  # small: 12 tokens make the key
@@ -178,6 +178,24 @@ def test_blocks_only_full_blocks_count_once_there_is_one() -> None:
     one = prefix_hash("completion", {"model": "m", "prompt": "a b c d e f"}, config)
     assert one == prefix_hash("completion", {"model": "m", "prompt": "a b c d x"}, config)
     assert one != prefix_hash("completion", {"model": "m", "prompt": "a b c d e f g h"}, config)
+
+
+@given(
+    st.text(alphabet=st.sampled_from([*"ab_1.,!?-( )\n\t", "é", "中", "\u00a0", "²"])),
+    st.integers(1, 64),
+)
+@settings(max_examples=200, deadline=None)
+def test_tokenizer_is_the_documented_regex_up_to_the_limit(text: str, limit: int) -> None:
+    out: list[str] = []
+    _tokenize_into(out, text, limit)
+    assert out == re.findall(r"\w+|[^\w\s]", text)[:limit]
+
+
+def test_tokenizer_takes_only_what_it_needs_from_a_long_piece() -> None:
+    blob = "x," * 100_000  # one whitespace-free piece of 200k tokens
+    out = ["earlier"]
+    assert _tokenize_into(out, "a " + blob, 10)
+    assert out == ["earlier", "a", *(["x", ","] * 4)]
 
 
 def test_chat_rendering_matches_the_simulator() -> None:

@@ -1,0 +1,119 @@
+"""The admin surface (``/admin/…``), behind its own bearer key when ``DEJA_ADMIN_KEY`` is set.
+
+Today: the replica pool — its state, and reloading its membership without a restart.
+"""
+
+from __future__ import annotations
+
+import hmac
+import time
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Request
+from pydantic import BaseModel, Field
+from starlette.responses import Response
+
+from app.api.json import json_response
+from app.errors import ConfigError, DejaError, InvalidRequestError
+from app.state import Gateway, gateway_of
+from config.settings import Settings
+
+
+class UnauthorizedError(DejaError):
+    status_code = 401
+    error_type = "invalid_request_error"
+    code = "invalid_admin_key"
+
+
+def require_admin(request: Request) -> Gateway:
+    """The gateway, once the caller has shown the admin key (when one is configured)."""
+    gateway = gateway_of(request)
+    key = gateway.settings.admin_key
+    if key is None:
+        return gateway
+    sent = request.headers.get("authorization", "")
+    scheme, _, token = sent.partition(" ")
+    expected = key.get_secret_value().encode()
+    if scheme.lower() != "bearer" or not hmac.compare_digest(token.encode(), expected):
+        raise UnauthorizedError("a valid admin bearer key is required for /admin")
+    return gateway
+
+
+Admin = Annotated[Gateway, Depends(require_admin)]
+router = APIRouter(prefix="/admin")
+
+
+def _replica_report(gateway: Gateway) -> dict[str, Any]:
+    pool = gateway.upstream.pool
+    now = time.monotonic()
+    shares = pool.ring.share_of_keys()
+    replicas = []
+    for r in pool.replicas:
+        scraped = r.metrics.scraped_at
+        replicas.append(
+            {
+                "url": r.url,
+                "name": r.name,
+                "simulated": r.simulated,
+                "weight": r.weight,
+                "healthy": r.healthy,
+                "usable": r.usable(now),
+                "breaker": {
+                    "state": r.breaker.state.value,
+                    "consecutive_failures": r.breaker.failures,
+                    "open_for_seconds": round(max(0.0, r.breaker.open_until - now), 3),
+                },
+                "in_flight": r.in_flight,
+                "metrics": {
+                    "num_requests_running": r.metrics.running,
+                    "num_requests_waiting": r.metrics.waiting,
+                    "kv_cache_usage_perc": r.metrics.kv_cache_usage,
+                    "age_seconds": round(now - scraped, 3) if scraped else None,
+                },
+                "share_of_keys": round(shares.get(r.url, 0.0), 4),
+                "models": [m.get("id") for m in r.models],
+                "last_error": r.last_error,
+            }
+        )
+    router_ = gateway.upstream.router
+    return {
+        "policy": router_.policy,
+        "epsilon": router_.epsilon,
+        "replicas": replicas,
+    }
+
+
+@router.get("/replicas")
+async def get_replicas(gateway: Admin) -> Response:
+    """Each replica's state, in-flight count, last scraped metrics, breaker and key share."""
+    return json_response(_replica_report(gateway))
+
+
+class ReplicaList(BaseModel):
+    replicas: list[str] = Field(description="Replica URLs, optionally with ;weight=N.")
+
+
+@router.put("/replicas")
+async def put_replicas(body: ReplicaList, gateway: Admin) -> Response:
+    """Replace the replica list; in-flight requests are not dropped."""
+    try:
+        checked = Settings.model_validate(
+            {**gateway.settings.model_dump(), "replicas": body.replicas}
+        ).replicas
+    except ValueError as exc:
+        raise InvalidRequestError(f"invalid replica list: {exc}", param="replicas") from exc
+    gateway.reload_replicas(checked)
+    return json_response(_replica_report(gateway))
+
+
+@router.post("/replicas/reload")
+async def reload_replicas(gateway: Admin) -> Response:
+    """Re-read the replica list from the configuration (as SIGHUP does)."""
+    if gateway.reload is None:
+        raise InvalidRequestError("this gateway was started without a reloadable configuration")
+    try:
+        replicas = gateway.reload().replicas
+    except ConfigError as exc:
+        raise InvalidRequestError(f"configuration not reloaded: {exc}") from exc
+    gateway.reload_replicas(replicas)
+    return json_response(_replica_report(gateway))

@@ -1,0 +1,88 @@
+"""Active health: probe each replica's ``/health`` and scrape its ``/metrics`` on an interval.
+
+The scrape reads vLLM's load gauges; both the current and the deprecated KV-cache name are
+accepted (``vllm:kv_cache_usage_perc``, ``vllm:gpu_cache_usage_perc``). Series of one metric
+(one per model or engine) are summed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+import aiohttp
+
+from middleware.replicas import Replica, ReplicaMetrics, ReplicaPool
+
+log = logging.getLogger("deja.health")
+
+_GAUGES = {
+    "vllm:num_requests_running": "running",
+    "vllm:num_requests_waiting": "waiting",
+    "vllm:kv_cache_usage_perc": "kv_cache_usage",
+    "vllm:gpu_cache_usage_perc": "kv_cache_usage",
+}
+
+
+def parse_vllm_metrics(text: str, scraped_at: float) -> ReplicaMetrics:
+    """The load gauges from a Prometheus text exposition."""
+    sums = {"running": 0.0, "waiting": 0.0, "kv_cache_usage": 0.0}
+    for line in text.splitlines():
+        if not line.startswith("vllm:"):
+            continue
+        name = line.split("{", 1)[0].split(" ", 1)[0]
+        field = _GAUGES.get(name)
+        if field is None:
+            continue
+        try:
+            value = float(line.rsplit("}", 1)[-1].split()[0])
+        except (IndexError, ValueError):
+            continue
+        sums[field] += value
+    return ReplicaMetrics(scraped_at=scraped_at, **sums)
+
+
+class HealthMonitor:
+    """Runs the probes; marks replicas healthy/unhealthy and stores their load metrics."""
+
+    def __init__(
+        self, pool: ReplicaPool, session: aiohttp.ClientSession, *, interval: float, timeout: float
+    ) -> None:
+        self.pool = pool
+        self._session = session
+        self.interval = interval
+        self._timeout = aiohttp.ClientTimeout(total=timeout)
+
+    async def run_forever(self) -> None:
+        while True:
+            await self.check_once()
+            await asyncio.sleep(self.interval)
+
+    async def check_once(self) -> None:
+        await asyncio.gather(*(self._check(r) for r in list(self.pool.replicas)))
+
+    async def _check(self, replica: Replica) -> None:
+        healthy = await self._probe(replica)
+        if healthy != replica.healthy:
+            log.warning("replica %s is %s", replica.name, "healthy" if healthy else "UNHEALTHY")
+        replica.healthy = healthy
+        if healthy:
+            await self._scrape(replica)
+
+    async def _probe(self, replica: Replica) -> bool:
+        try:
+            async with self._session.get(replica.url + "/health", timeout=self._timeout) as resp:
+                return resp.status == 200
+        except (aiohttp.ClientError, TimeoutError):
+            return False
+
+    async def _scrape(self, replica: Replica) -> None:
+        try:
+            async with self._session.get(replica.url + "/metrics", timeout=self._timeout) as resp:
+                if resp.status != 200:
+                    return
+                text = await resp.text()
+        except (aiohttp.ClientError, TimeoutError, UnicodeDecodeError):
+            return
+        replica.metrics = parse_vllm_metrics(text, time.monotonic())
