@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -62,23 +63,25 @@ def serve(
 ) -> None:
     """Run the gateway (one worker process, uvicorn on uvloop + httptools)."""
     try:
-        settings = load_settings(config_file, host=host, port=port, demo=demo, log_level=log_level)
+        overrides = {"host": host, "port": port, "demo": demo, "log_level": log_level}
+        settings = load_settings(config_file, **overrides)
     except ConfigError as exc:
         raise click.ClickException(str(exc)) from exc
     if print_config:
         click.echo(orjson.dumps(settings.masked(), option=orjson.OPT_INDENT_2).decode())
         return
     _configure_logging(settings.log_level)
-    run_server(settings)
+    run_server(settings, reload=lambda: load_settings(config_file, **overrides))
 
 
-def run_server(settings: Settings) -> None:
+def run_server(settings: Settings, reload: Callable[[], Settings] | None = None) -> None:
+    """Serve until interrupted; SIGHUP (or POST /admin/replicas/reload) calls ``reload``."""
     import uvicorn
 
     from app.main import create_app
 
     uvicorn.run(
-        create_app(settings),
+        create_app(settings, reload=reload),
         host=settings.host,
         port=settings.port,
         loop="uvloop",

@@ -35,8 +35,9 @@ def parse_vllm_metrics(text: str, scraped_at: float) -> ReplicaMetrics:
         field = _GAUGES.get(name)
         if field is None:
             continue
+        rest = line.rsplit("}", 1)[1] if "{" in line else line[len(name) :]
         try:
-            value = float(line.rsplit("}", 1)[-1].split()[0])
+            value = float(rest.split()[0])
         except (IndexError, ValueError):
             continue
         sums[field] += value

@@ -1,0 +1,69 @@
+"""`deja serve --config FILE` as a real process: SIGHUP re-reads the replica list."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+from app.sim.runner import SimCluster
+from tests.support import MODEL_DIR, free_port
+
+pytestmark = pytest.mark.e2e
+
+
+async def test_sighup_reloads_replicas_without_dropping_requests(
+    sims: SimCluster, tmp_path: Path
+) -> None:
+    config = tmp_path / "deja.yaml"
+    config.write_text(f"replicas:\n  - {sims.urls[0]}\nsemantic_enabled: false\n")
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DEJA_")}
+    env.update(DEJA_DATA_DIR=str(tmp_path / "data"), DEJA_MODEL_DIR=str(MODEL_DIR))
+    proc = await asyncio.create_subprocess_exec(
+        *[sys.executable, "-m", "app", "serve", "--config", str(config), "--port", str(port)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        async with httpx.AsyncClient(base_url=base, timeout=10) as http:
+            for _ in range(300):
+                try:
+                    if (await http.get("/readyz")).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                await asyncio.sleep(0.1)
+            names = [r["url"] for r in (await http.get("/admin/replicas")).json()["replicas"]]
+            assert names == [sims.urls[0]]
+            config.write_text(
+                f"replicas:\n  - {sims.urls[0]}\n  - {sims.urls[1]};weight=2\n"
+                "semantic_enabled: false\n"
+            )
+            body = {"model": "deja-sim-1", "messages": [{"role": "user", "content": "hi"}]}
+            inflight = asyncio.create_task(http.post("/v1/chat/completions", json=body))
+            proc.send_signal(signal.SIGHUP)
+            for _ in range(50):
+                report = (await http.get("/admin/replicas")).json()["replicas"]
+                if len(report) == 2:
+                    break
+                await asyncio.sleep(0.1)
+            assert {r["url"]: r["weight"] for r in report} == {
+                sims.urls[0]: 1.0,
+                sims.urls[1]: 2.0,
+            }
+            assert (await inflight).status_code == 200
+            assert proc.returncode is None  # SIGHUP did not stop the process
+    finally:
+        proc.send_signal(signal.SIGINT)
+        raw, _ = await asyncio.wait_for(proc.communicate(), 20)
+    output = raw.decode()
+    assert "replicas reloaded" in output and "Traceback" not in output
