@@ -12,6 +12,11 @@ from middleware.exact import ExactStore, MemoryExactStore
 from middleware.exact_redis import RedisExactStore
 from middleware.pipeline import SemanticSettings
 from middleware.temporal import TemporalDetector
+from middleware.thresholds import (
+    FileThresholdStore,
+    RedisThresholdStore,
+    ThresholdStore,
+)
 from middleware.vector_edge import EdgeVectorStore
 from middleware.vector_qdrant import QdrantServerVectorStore
 from middleware.vectorstore import VectorStore, collection_name
@@ -77,7 +82,12 @@ def build_temporal(settings: Settings) -> TemporalDetector | None:
 
 def semantic_settings(settings: Settings) -> SemanticSettings:
     return SemanticSettings(
-        threshold=settings.semantic_threshold,
-        timeout=settings.semantic_timeout_seconds,
-        context_rule=settings.semantic_context,
+        timeout=settings.semantic_timeout_seconds, context_rule=settings.semantic_context
     )
+
+
+def build_threshold_store(settings: Settings, exact: ExactStore | None) -> ThresholdStore:
+    """Redis when the exact cache is on Redis (shared by every process), else the data dir."""
+    if isinstance(exact, RedisExactStore):
+        return RedisThresholdStore(exact.client)
+    return FileThresholdStore(settings.data_dir / "thresholds.json")

@@ -97,9 +97,13 @@ def run_server(settings: Settings, reload: Callable[[], Settings] | None = None)
 
 
 def _register_subcommands() -> None:
+    from app.admin_cli import cache_group, keys_group, threshold_group
     from app.sim.cli import sim_command
 
     main.add_command(sim_command)
+    main.add_command(cache_group)
+    main.add_command(threshold_group)
+    main.add_command(keys_group)
 
 
 _register_subcommands()

@@ -23,6 +23,10 @@ class DejaError(Exception):
         self.message = message
         self.param = param
 
+    def headers(self) -> dict[str, str]:
+        """Extra response headers (``Retry-After``, ``WWW-Authenticate``)."""
+        return {}
+
     def body(self) -> dict[str, Any]:
         """OpenAI's error shape: ``{"error": {"message", "type", "param", "code"}}``."""
         return {
@@ -57,6 +61,40 @@ class ModelNotFoundError(DejaError):
     status_code = 404
     error_type = "invalid_request_error"
     code = "model_not_found"
+
+
+class AuthenticationError(DejaError):
+    """No key, or a key that maps to no tenant (the SDK raises AuthenticationError)."""
+
+    status_code = 401
+    error_type = "invalid_request_error"
+    code = "invalid_api_key"
+
+    def headers(self) -> dict[str, str]:
+        return {"www-authenticate": "Bearer"}
+
+
+class PermissionDeniedError(DejaError):
+    """A valid key that may not do this (a client key on /admin)."""
+
+    status_code = 403
+    error_type = "invalid_request_error"
+    code = "permission_denied"
+
+
+class RateLimitError(DejaError):
+    """The key is over its requests-per-minute budget."""
+
+    status_code = 429
+    error_type = "requests"
+    code = "rate_limit_exceeded"
+
+    def __init__(self, message: str, *, retry_after: int) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+    def headers(self) -> dict[str, str]:
+        return {"retry-after": str(self.retry_after)}
 
 
 class NotFoundError(DejaError):
@@ -130,7 +168,7 @@ def error_payload(exc: DejaError) -> tuple[int, bytes, dict[str, str]]:
     """Map any deja error to (status, JSON body, extra headers): the one place that does it."""
     if isinstance(exc, UpstreamClientError):
         return exc.passthrough_status, orjson.dumps(exc.body()), exc.passthrough_headers
-    return exc.status_code, orjson.dumps(exc.body()), {}
+    return exc.status_code, orjson.dumps(exc.body()), exc.headers()
 
 
 def internal_error_payload() -> tuple[int, bytes, dict[str, str]]:

@@ -11,13 +11,14 @@ from collections.abc import AsyncIterator, Callable
 
 from fastapi import FastAPI
 
-from app.api import admin, health, openai_routes
+from app.api import admin, admin_cache, health, openai_routes
 from app.api.errors import install_error_handlers
 from app.asgi import DejaApp
 from app.builders import (
     build_embedder,
     build_exact_store,
     build_temporal,
+    build_threshold_store,
     build_vector_store,
     semantic_settings,
 )
@@ -30,6 +31,8 @@ from middleware.prefix import PrefixConfig
 from middleware.replicas import ReplicaPool
 from middleware.router import Router
 from middleware.semantic import SemanticCache
+from middleware.tenants import RateLimiter, load_keys
+from middleware.thresholds import Thresholds, follow
 from middleware.upstream import Upstream, build_session
 
 log = logging.getLogger("deja")
@@ -109,7 +112,7 @@ def create_app(settings: Settings, *, reload: Callable[[], Settings] | None = No
         if not urls:
             log.warning("no replicas configured (DEJA_REPLICAS); generation requests get 503")
         if settings.admin_key is None:
-            log.warning("DEJA_ADMIN_KEY is not set: /admin is open to anyone who reaches this port")
+            log.warning("DEJA_ADMIN_KEY is not set: the admin API (/admin) is disabled")
         http = build_session(
             connect_timeout=settings.upstream_connect_timeout_seconds,
             read_timeout=settings.upstream_timeout_seconds,
@@ -131,6 +134,14 @@ def create_app(settings: Settings, *, reload: Callable[[], Settings] | None = No
             timeout=settings.health_check_timeout_seconds,
         )
         exact = build_exact_store(settings)
+        keys = load_keys(settings.keys_file)
+        if keys.open:
+            log.warning(
+                "NO CLIENT KEYS CONFIGURED (DEJA_KEYS_FILE): the gateway is open, every caller "
+                "is tenant 'default'"
+            )
+        thresholds = Thresholds(global_=settings.semantic_threshold)
+        threshold_store = build_threshold_store(settings, exact)
         semantic = await _open_semantic(settings)
         pipeline = Pipeline(
             exact=exact,
@@ -141,6 +152,7 @@ def create_app(settings: Settings, *, reload: Callable[[], Settings] | None = No
             prefix=PrefixConfig(
                 settings.prefix_mode, settings.prefix_block_size, settings.prefix_max_blocks
             ),
+            thresholds=thresholds,
         )
         app.state.gateway = Gateway(
             settings=settings,
@@ -148,6 +160,10 @@ def create_app(settings: Settings, *, reload: Callable[[], Settings] | None = No
             upstream=upstream,
             exact=exact,
             pipeline=pipeline,
+            keys=keys,
+            limiter=RateLimiter(),
+            thresholds=thresholds,
+            threshold_store=threshold_store,
             simulators=simulators,
             reload=reload,
         )
@@ -156,6 +172,7 @@ def create_app(settings: Settings, *, reload: Callable[[], Settings] | None = No
         tasks = [
             loop.create_task(_refresh_models_forever(upstream, settings.model_refresh_seconds)),
             loop.create_task(monitor.run_forever()),
+            loop.create_task(follow(thresholds, threshold_store)),
         ]
         hup = _install_sighup(app.state.gateway, reload)
         if semantic is not None:
@@ -196,4 +213,5 @@ def create_app(settings: Settings, *, reload: Callable[[], Settings] | None = No
     app.router.routes.extend(openai_routes.routes)
     app.router.routes.extend(health.routes)
     app.include_router(admin.router)
+    app.include_router(admin_cache.router)
     return DejaApp(app, openai_routes.fast_routes)

@@ -174,6 +174,11 @@ class Settings(BaseSettings):
     )
 
     # --- secrets (masked in --print-config) ---------------------------------------------------
+    keys_file: Path | None = Field(
+        None,
+        description="YAML file of tenants and their key hashes (`deja keys add`); unset = open "
+        "gateway, one `default` tenant.",
+    )
     admin_key: SecretStr | None = Field(
         None,
         description="Bearer key for /admin. Unset: /admin is open (logged loudly at start-up).",

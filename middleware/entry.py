@@ -32,6 +32,11 @@ class CachedAnswer:
     text: str | None = None
     usage: dict[str, Any] | None = None
     system_fingerprint: str | None = None
+    # Where the entry belongs and what it answered (admin listing and invalidation).
+    tenant: str = "default"
+    namespace: str = ""
+    question: str | None = None
+    expires_at: float = 0.0
 
     def to_bytes(self) -> bytes:
         return orjson.dumps(asdict(self))

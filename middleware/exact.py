@@ -11,9 +11,16 @@ from __future__ import annotations
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Protocol
 
 from middleware.entry import CachedAnswer
+
+
+@dataclass(frozen=True, slots=True)
+class StoredEntry:
+    answer: CachedAnswer
+    hits: int
 
 
 class ExactStore(Protocol):
@@ -29,6 +36,15 @@ class ExactStore(Protocol):
 
     async def delete(self, key: str) -> bool:
         """Remove ``key``; True when it existed."""
+
+    def note_hit(self, key: str) -> None:
+        """Count a served hit (never blocks the response; best effort)."""
+
+    async def scan(self) -> list[StoredEntry]:
+        """Every live entry with its hit count (admin: listing, invalidation)."""
+
+    async def count(self) -> int:
+        """How many entries the store holds."""
 
     async def ping(self) -> bool:
         """True when the backend answers."""
@@ -54,6 +70,7 @@ class MemoryExactStore:
         self._max_bytes = max_bytes
         self._clock = clock
         self._data: OrderedDict[str, tuple[float, int, CachedAnswer]] = OrderedDict()
+        self._hits: dict[str, int] = {}
         self._bytes = 0
 
     def __len__(self) -> int:
@@ -65,6 +82,7 @@ class MemoryExactStore:
 
     def _drop(self, key: str) -> None:
         _, size, _ = self._data.pop(key)
+        self._hits.pop(key, None)
         self._bytes -= size
 
     async def get(self, key: str) -> CachedAnswer | None:
@@ -95,9 +113,25 @@ class MemoryExactStore:
         self._drop(key)
         return True
 
+    def note_hit(self, key: str) -> None:
+        if key in self._data:
+            self._hits[key] = self._hits.get(key, 0) + 1
+
+    async def scan(self) -> list[StoredEntry]:
+        now = self._clock()
+        return [
+            StoredEntry(answer, self._hits.get(key, 0))
+            for key, (expires_at, _, answer) in self._data.items()
+            if expires_at > now
+        ]
+
+    async def count(self) -> int:
+        return len(self._data)
+
     async def ping(self) -> bool:
         return True
 
     async def close(self) -> None:
         self._data.clear()
+        self._hits.clear()
         self._bytes = 0

@@ -18,10 +18,13 @@ from redis.retry import Retry
 
 from app.errors import CacheUnavailableError
 from middleware.entry import CachedAnswer
+from middleware.exact import StoredEntry
 
 log = logging.getLogger("deja.cache")
 
 KEY_PREFIX = "deja:x:"
+HITS_PREFIX = "deja:h:"
+SCAN_BATCH = 500
 
 
 class RedisExactStore:
@@ -48,6 +51,7 @@ class RedisExactStore:
         self._timeout = timeout
         self._retry_seconds = retry_seconds
         self._down_until = 0.0
+        self._pending: set[asyncio.Task[None]] = set()
 
     def _check_open(self) -> None:
         if self._down_until and time.monotonic() < self._down_until:
@@ -83,11 +87,57 @@ class RedisExactStore:
             raise self._failed("set", exc) from exc
         self._recovered()
 
+    @property
+    def client(self) -> aioredis.Redis:
+        """The pool, for other small shared state (θ) — closed by this store."""
+        return self._client
+
+    def note_hit(self, key: str) -> None:
+        task = asyncio.get_running_loop().create_task(self._count_hit(key))
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+
+    async def _count_hit(self, key: str) -> None:
+        try:
+            async with asyncio.timeout(self._timeout):
+                async with self._client.pipeline(transaction=False) as pipe:
+                    pipe.incr(HITS_PREFIX + key)
+                    pipe.expire(HITS_PREFIX + key, 30 * 86_400)
+                    await pipe.execute()
+        except (RedisError, OSError, TimeoutError):
+            return  # a lost hit count never matters to a client
+
+    async def scan(self) -> list[StoredEntry]:
+        self._check_open()
+        entries: list[StoredEntry] = []
+        try:
+            keys = [k async for k in self._client.scan_iter(KEY_PREFIX + "*", count=SCAN_BATCH)]
+            for start in range(0, len(keys), SCAN_BATCH):
+                batch = keys[start : start + SCAN_BATCH]
+                ids = [k.decode()[len(KEY_PREFIX) :] for k in batch]
+                values = await self._client.mget(batch)
+                hits = await self._client.mget([HITS_PREFIX + i for i in ids])
+                for value, count in zip(values, hits, strict=True):
+                    if isinstance(value, bytes):
+                        entries.append(StoredEntry(CachedAnswer.from_bytes(value), int(count or 0)))
+        except (RedisError, OSError) as exc:
+            raise self._failed("scan", exc) from exc
+        return entries
+
+    async def count(self) -> int:
+        self._check_open()
+        try:
+            return sum(
+                [1 async for _ in self._client.scan_iter(KEY_PREFIX + "*", count=SCAN_BATCH)]
+            )
+        except (RedisError, OSError) as exc:
+            raise self._failed("count", exc) from exc
+
     async def delete(self, key: str) -> bool:
         self._check_open()
         try:
             async with asyncio.timeout(self._timeout):
-                removed: int = await self._client.delete(KEY_PREFIX + key)
+                removed: int = await self._client.delete(KEY_PREFIX + key, HITS_PREFIX + key)
         except (RedisError, OSError, TimeoutError) as exc:
             raise self._failed("delete", exc) from exc
         self._recovered()

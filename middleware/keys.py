@@ -59,13 +59,21 @@ def answer_fields(body: dict[str, Any], exclude: frozenset[str] = frozenset()) -
     return fields
 
 
-def canonical_request(tenant: str, endpoint: Endpoint, body: dict[str, Any]) -> bytes:
+def canonical_request(
+    tenant: str, endpoint: Endpoint, body: dict[str, Any], namespace: str = ""
+) -> bytes:
     """The canonical bytes a key is hashed from."""
     fields = answer_fields(body)
-    document = {"v": KEY_VERSION, "tenant": tenant, "endpoint": endpoint, "request": fields}
+    document = {
+        "v": KEY_VERSION,
+        "tenant": tenant,
+        "namespace": namespace,
+        "endpoint": endpoint,
+        "request": fields,
+    }
     return orjson.dumps(document, option=orjson.OPT_SORT_KEYS)
 
 
-def exact_key(tenant: str, endpoint: Endpoint, body: dict[str, Any]) -> str:
+def exact_key(tenant: str, endpoint: Endpoint, body: dict[str, Any], namespace: str = "") -> str:
     """Hex sha256 of the canonical request: the exact-cache key."""
-    return hashlib.sha256(canonical_request(tenant, endpoint, body)).hexdigest()
+    return hashlib.sha256(canonical_request(tenant, endpoint, body, namespace)).hexdigest()

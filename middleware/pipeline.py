@@ -37,7 +37,9 @@ from middleware.semantic import (
     semantic_query,
 )
 from middleware.sse import UsageChunkFilter, answer_from_sse
+from middleware.stats import Stats
 from middleware.temporal import TemporalDetector
+from middleware.thresholds import Thresholds
 from middleware.upstream import Upstream
 
 log = logging.getLogger("deja.pipeline")
@@ -64,11 +66,10 @@ class Lookup:
     vector: list[float] | None = None
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class SemanticSettings:
-    """The live knobs of the semantic layer (θ is tuned while the gateway runs)."""
+    """How the semantic layer runs (θ lives in ``Thresholds``: it is tuned while running)."""
 
-    threshold: float
     timeout: float
     context_rule: ContextRule = "conversation"
 
@@ -86,11 +87,14 @@ class Pipeline:
         temporal: TemporalDetector | None = None,
         verifier: Verifier | None = None,
         prefix: PrefixConfig | None = None,
+        thresholds: Thresholds | None = None,
     ) -> None:
         self.exact = exact
         self.upstream = upstream
         self.semantic = semantic
-        self.semantic_settings = semantic_settings or SemanticSettings(threshold=1.0, timeout=0.25)
+        self.semantic_settings = semantic_settings or SemanticSettings(timeout=0.25)
+        self.thresholds = thresholds or Thresholds(global_=1.0)
+        self.stats = Stats()
         self.temporal = temporal
         self.verifier = verifier
         self.prefix = prefix or PrefixConfig()
@@ -99,38 +103,41 @@ class Pipeline:
 
     async def handle(self, req: GatewayRequest, disconnected: Disconnected) -> Response:
         # 1. policy: req.policy was parsed from the headers at the API boundary.
-        # 2. bypass
-        volatile = self.volatile(req)
-        if volatile is not None:
-            return await self.to_upstream(
-                req, Lookup(Outcome.BYPASS, None, bypass=volatile), disconnected
-            )
-        # 3. exact
-        lookup = await self.exact_lookup(req)
-        if lookup.answer is not None:
-            return self.replay(req, lookup)
-        # 4. semantic
-        lookup = await self.semantic_lookup(req, lookup)
+        lookup = await self.lookup(req)
+        self.stats.record(req.tenant, lookup.outcome)
         if lookup.answer is not None:
             return self.replay(req, lookup)
         # 5 + 6. route and forward or relay; 7. store happens after the answer is complete
         return await self.to_upstream(req, lookup, disconnected)
 
+    async def lookup(self, req: GatewayRequest) -> Lookup:
+        """Steps 2-4: bypass, exact, semantic."""
+        # 2. bypass
+        volatile = self.volatile(req)
+        if volatile is not None:
+            return Lookup(Outcome.BYPASS, None, bypass=volatile)
+        # 3. exact
+        lookup = await self.exact_lookup(req)
+        if lookup.answer is not None:
+            return lookup
+        # 4. semantic
+        return await self.semantic_lookup(req, lookup)
+
     # --- 2. bypass -------------------------------------------------------------------------------
     def volatile(self, req: GatewayRequest) -> str | None:
         """The bypass reason when the answer depends on when the question is asked."""
-        if self.temporal is None or self.exact is None:
+        if self.temporal is None or self.exact is None or not req.cache:
             return None
         found = self.temporal.check(question_text(req))
         return found.reason if found is not None else None
 
     # --- 3. exact --------------------------------------------------------------------------------
     async def exact_lookup(self, req: GatewayRequest) -> Lookup:
-        if self.exact is None:
+        if self.exact is None or not req.cache:
             return Lookup(Outcome.OFF, None)
         if not req.cacheable:
             return Lookup(Outcome.MISS, None)
-        key = exact_key(req.tenant, req.endpoint, req.body)
+        key = exact_key(req.tenant, req.endpoint, req.body, req.namespace)
         if not req.policy.read:
             return Lookup(Outcome.MISS, key)
         try:
@@ -151,7 +158,7 @@ class Pipeline:
             or lookup.outcome is Outcome.OFF
         ):
             return lookup
-        query = semantic_query(req, self.semantic_settings.context_rule)
+        query = semantic_query(req, self.semantic_settings.context_rule, req.namespace)
         if query is None:
             return lookup
         lookup = dataclasses.replace(lookup, query=query)
@@ -166,7 +173,8 @@ class Pipeline:
         self._semantic_ok()
         score = point.score if point is not None else None
         lookup = dataclasses.replace(lookup, vector=vector, similarity=score)
-        threshold = max(self.semantic_settings.threshold, req.policy.min_similarity or 0.0)
+        configured = self.thresholds.resolve(req.tenant, req.model, req.tenant_threshold)
+        threshold = max(configured, req.policy.min_similarity or 0.0)
         if point is None or point.score < threshold:
             return lookup
         try:
@@ -193,7 +201,8 @@ class Pipeline:
 
     def replay(self, req: GatewayRequest, lookup: Lookup) -> Response:
         answer = lookup.answer
-        assert answer is not None
+        assert answer is not None and self.exact is not None
+        self.exact.note_hit(answer.entry_id)
         headers = {
             "x-deja-cache": lookup.outcome.value,
             "x-deja-entry": answer.entry_id,
@@ -244,7 +253,7 @@ class Pipeline:
                     body, entry_id=key, endpoint=req.endpoint, created_at=created
                 )
 
-            self.store_later(lookup, build, req.policy.ttl)
+            self.store_later(req, lookup, build)
         return prebuilt(reply.body, JSON_TYPE, headers)
 
     async def relay_stream(
@@ -287,11 +296,11 @@ class Pipeline:
                 assert lookup.key is not None
                 key, created = lookup.key, time.time()
                 self.store_later(
+                    req,
                     lookup,
                     lambda: answer_from_sse(
                         bytes(seen), entry_id=key, endpoint=req.endpoint, created_at=created
                     ),
-                    req.policy.ttl,
                 )
 
         headers = self._miss_headers(lookup, replica, opened.reason, key)
@@ -323,10 +332,10 @@ class Pipeline:
 
     # --- 7. store (off the response path) --------------------------------------------------------
     def store_later(
-        self, lookup: Lookup, build: Callable[[], CachedAnswer | None], ttl: int
+        self, req: GatewayRequest, lookup: Lookup, build: Callable[[], CachedAnswer | None]
     ) -> None:
         """Parse and store the answer in a background task; the response does not wait."""
-        self._spawn(self._store(lookup, build, ttl))
+        self._spawn(self._store(req, lookup, build))
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(work)
@@ -334,17 +343,25 @@ class Pipeline:
         task.add_done_callback(self._background.discard)
 
     async def _store(
-        self, lookup: Lookup, build: Callable[[], CachedAnswer | None], ttl: int
+        self, req: GatewayRequest, lookup: Lookup, build: Callable[[], CachedAnswer | None]
     ) -> None:
         if self.exact is None or lookup.key is None:
             return
         try:
-            answer = build()
+            built = build()
         except (orjson.JSONDecodeError, TypeError, ValueError) as exc:
             log.warning("not caching an answer that could not be parsed: %s", exc)
             return
-        if answer is None:
+        if built is None:
             return
+        ttl = req.policy.ttl
+        answer = dataclasses.replace(
+            built,
+            tenant=req.tenant,
+            namespace=req.namespace,
+            question=question_text(req) or None,
+            expires_at=built.created_at + ttl,
+        )
         try:
             await self.exact.set(lookup.key, answer, ttl)
         except CacheUnavailableError:

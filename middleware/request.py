@@ -38,6 +38,11 @@ class GatewayRequest:
     policy: CachePolicy
     #: ``X-Prefix-Hash`` from the client: overrides the computed routing key.
     prefix_override: str | None = None
+    #: ``X-Deja-Namespace``: a partition inside the tenant (part of every cache key and scope).
+    namespace: str = ""
+    #: The tenant's cache switch and own θ (from the keys file).
+    cache: bool = True
+    tenant_threshold: float | None = None
 
     @property
     def path(self) -> str:

@@ -212,6 +212,26 @@ class EdgeVectorStore:
             for score, payload in hits
         ]
 
+    async def neighbours(
+        self, vector: list[float], *, match: dict[str, str], now: float, limit: int
+    ) -> list[ScoredPoint]:
+        """Nearest unexpired points matching some scope fields (admin use)."""
+        must: list[qe.ConditionType] = [
+            qe.FieldCondition(key=name, match=qe.MatchValue(value)) for name, value in match.items()
+        ]
+        must.append(qe.FieldCondition(key="expires_at", range=qe.RangeFloat(gt=now)))
+        request = qe.SearchRequest(
+            query=qe.Query.Nearest(vector),
+            limit=limit,
+            filter=qe.Filter(must=must),
+            with_payload=True,
+        )
+        hits = await self._run("search", functools.partial(_search, request=request))
+        return [
+            ScoredPoint(entry_id=str(payload["entry_id"]), score=score, payload=payload)
+            for score, payload in hits
+        ]
+
     async def delete(self, entry_ids: list[str]) -> None:
         """Remove points by entry id; missing ids are ignored."""
         if not entry_ids:

@@ -210,6 +210,34 @@ class QdrantServerVectorStore:
                 hits.append(ScoredPoint(str(payload["entry_id"]), hit.score, payload))
         return hits
 
+    async def neighbours(
+        self, vector: list[float], *, match: dict[str, str], now: float, limit: int
+    ) -> list[ScoredPoint]:
+        """Nearest unexpired points matching some scope fields (admin use)."""
+        must: list[models.Condition] = [
+            models.FieldCondition(key=name, match=models.MatchValue(value=value))
+            for name, value in match.items()
+        ]
+        must.append(models.FieldCondition(key="expires_at", range=models.Range(gt=now)))
+        response = await self._call(
+            "search",
+            self._client.query_points(
+                self.collection,
+                query=vector,
+                query_filter=models.Filter(must=must),
+                limit=limit,
+                with_payload=True,
+            ),
+            self.maintenance_timeout,
+        )
+        hits: list[ScoredPoint] = []
+        for hit in response.points:
+            payload = hit.payload
+            if payload is not None and "entry_id" in payload:
+                payload.pop(SCOPE_KEY_FIELD, None)
+                hits.append(ScoredPoint(str(payload["entry_id"]), hit.score, payload))
+        return hits
+
     async def delete(self, entry_ids: list[str]) -> None:
         """Remove points by entry id; missing ids are ignored."""
         if not entry_ids:

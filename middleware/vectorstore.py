@@ -119,6 +119,12 @@ class VectorStore(Protocol):
         """Nearest points in ``scope`` with ``expires_at > now`` (and ``created_at >=
         created_after`` when given), best first."""
 
+    async def neighbours(
+        self, vector: list[float], *, match: dict[str, str], now: float, limit: int
+    ) -> list[ScoredPoint]:
+        """Nearest unexpired points whose payload equals ``match`` on the given scope fields
+        (any subset of tenant, namespace, model), best first — for the admin API."""
+
     async def delete(self, entry_ids: list[str]) -> None:
         """Remove points by entry id (missing ids are ignored)."""
 

@@ -1,44 +1,63 @@
-"""The admin surface (``/admin/…``), behind its own bearer key when ``DEJA_ADMIN_KEY`` is set.
+"""The admin surface (``/admin/…``), behind its own bearer key (``DEJA_ADMIN_KEY``).
 
-Today: the replica pool — its state, and reloading its membership without a restart.
+No key configured: the admin API is disabled (403). A missing or wrong key: 401. A client key:
+403 — client keys never reach ``/admin``. Every admin action writes one audit log line.
 """
 
 from __future__ import annotations
 
+import hashlib
 import hmac
+import logging
 import time
 from typing import Annotated, Any
 
+import orjson
 from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, Field
 from starlette.responses import Response
 
 from app.api.json import json_response
-from app.errors import ConfigError, DejaError, InvalidRequestError
+from app.errors import (
+    AuthenticationError,
+    ConfigError,
+    InvalidRequestError,
+    PermissionDeniedError,
+)
 from app.state import Gateway, gateway_of
 from config.settings import Settings
 
 
-class UnauthorizedError(DejaError):
-    status_code = 401
-    error_type = "invalid_request_error"
-    code = "invalid_admin_key"
-
-
 def require_admin(request: Request) -> Gateway:
-    """The gateway, once the caller has shown the admin key (when one is configured)."""
+    """The gateway, once the caller has shown the admin key."""
     gateway = gateway_of(request)
     key = gateway.settings.admin_key
     if key is None:
-        return gateway
+        raise PermissionDeniedError("the admin API is disabled: set DEJA_ADMIN_KEY to enable it")
     sent = request.headers.get("authorization", "")
     scheme, _, token = sent.partition(" ")
     expected = key.get_secret_value().encode()
-    if scheme.lower() != "bearer" or not hmac.compare_digest(token.encode(), expected):
-        raise UnauthorizedError("a valid admin bearer key is required for /admin")
-    return gateway
+    if scheme.lower() == "bearer" and hmac.compare_digest(token.encode(), expected):
+        return gateway
+    if token and not gateway.keys.open:
+        try:
+            gateway.keys.authenticate(sent)
+        except AuthenticationError:
+            pass
+        else:
+            raise PermissionDeniedError("client keys cannot use the admin API")
+    raise AuthenticationError("a valid admin bearer key is required for /admin")
 
 
+def audit(gateway: Gateway, action: str, **details: Any) -> None:
+    """One JSON line per admin action (who, what, how many) and a counter bump."""
+    key = gateway.settings.admin_key
+    who = "admin:" + hashlib.sha256(key.get_secret_value().encode()).hexdigest()[:8] if key else "-"
+    gateway.admin_actions[action] += 1
+    audit_log.info(orjson.dumps({"who": who, "action": action, **details}).decode())
+
+
+audit_log = logging.getLogger("deja.audit")
 Admin = Annotated[Gateway, Depends(require_admin)]
 router = APIRouter(prefix="/admin")
 
@@ -103,6 +122,7 @@ async def put_replicas(body: ReplicaList, gateway: Admin) -> Response:
     except ValueError as exc:
         raise InvalidRequestError(f"invalid replica list: {exc}", param="replicas") from exc
     gateway.reload_replicas(checked)
+    audit(gateway, "replicas.set", count=len(checked))
     return json_response(_replica_report(gateway))
 
 
@@ -116,4 +136,5 @@ async def reload_replicas(gateway: Admin) -> Response:
     except ConfigError as exc:
         raise InvalidRequestError(f"configuration not reloaded: {exc}") from exc
     gateway.reload_replicas(replicas)
+    audit(gateway, "replicas.reload", count=len(replicas))
     return json_response(_replica_report(gateway))

@@ -23,7 +23,6 @@ from middleware.keys import Endpoint
 from middleware.pipeline import Disconnected
 from middleware.policy import parse_policy
 
-DEFAULT_TENANT = "default"
 #: An unknown model triggers at most one model-list refresh per this many seconds.
 MODEL_REFRESH_ON_MISS_SECONDS = 5.0
 
@@ -83,18 +82,25 @@ async def _generate(request: Request, endpoint: Endpoint) -> Response:
     gateway = gateway_of(request)
     settings = gateway.settings
     headers = header_map(request)
+    caller = gateway.keys.authenticate(headers.get("authorization"))
+    tenant = caller.tenant
+    if tenant.rate_limit_rpm is not None:
+        gateway.limiter.take(caller.key_id, tenant.rate_limit_rpm)
     raw = await read_body(request, headers, settings.max_body_bytes)
     policy = parse_policy(
         headers,
-        default_ttl=settings.cache_ttl_seconds,
+        default_ttl=tenant.ttl_seconds or settings.cache_ttl_seconds,
         max_ttl=settings.cache_max_ttl_seconds,
     )
     req = validate(
         endpoint,
         raw,
-        tenant=DEFAULT_TENANT,
+        tenant=tenant.name,
         policy=policy,
         prefix_override=headers.get("x-prefix-hash"),
+        namespace=headers.get("x-deja-namespace", ""),
+        cache=tenant.cache is not False,
+        tenant_threshold=tenant.threshold,
     )
     await ensure_model(gateway, req.model)
     return await gateway.pipeline.handle(req, _disconnect_waiter(request.receive))

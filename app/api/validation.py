@@ -127,6 +127,9 @@ def validate(
     tenant: str,
     policy: CachePolicy,
     prefix_override: str | None = None,
+    namespace: str = "",
+    cache: bool = True,
+    tenant_threshold: float | None = None,
 ) -> GatewayRequest:
     """Parse and check one request body into a :class:`GatewayRequest`."""
     body = parse_json(raw)
@@ -164,7 +167,19 @@ def validate(
         tenant=tenant,
         policy=policy,
         prefix_override=_check_prefix_header(prefix_override),
+        namespace=_check_namespace(namespace),
+        cache=cache,
+        tenant_threshold=tenant_threshold,
     )
+
+
+def _check_namespace(value: str) -> str:
+    value = value.strip()
+    if len(value) > 128 or not value.isprintable():
+        raise InvalidRequestError(
+            "X-Deja-Namespace must be at most 128 printable characters.", param="X-Deja-Namespace"
+        )
+    return value
 
 
 def _check_prefix_header(value: str | None) -> str | None:

@@ -25,7 +25,9 @@ async def test_sighup_reloads_replicas_without_dropping_requests(
     config.write_text(f"replicas:\n  - {sims.urls[0]}\nsemantic_enabled: false\n")
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("DEJA_")}
-    env.update(DEJA_DATA_DIR=str(tmp_path / "data"), DEJA_MODEL_DIR=str(MODEL_DIR))
+    env.update(
+        DEJA_DATA_DIR=str(tmp_path / "data"), DEJA_MODEL_DIR=str(MODEL_DIR), DEJA_ADMIN_KEY="adm"
+    )
     proc = await asyncio.create_subprocess_exec(
         *[sys.executable, "-m", "app", "serve", "--config", str(config), "--port", str(port)],
         env=env,
@@ -34,7 +36,8 @@ async def test_sighup_reloads_replicas_without_dropping_requests(
     )
     base = f"http://127.0.0.1:{port}"
     try:
-        async with httpx.AsyncClient(base_url=base, timeout=10) as http:
+        auth = {"authorization": "Bearer adm"}
+        async with httpx.AsyncClient(base_url=base, timeout=10, headers=auth) as http:
             for _ in range(300):
                 try:
                     if (await http.get("/readyz")).status_code == 200:

@@ -190,7 +190,7 @@ async def test_a_failing_replica_is_skipped_and_recovers_after_the_cooldown(
     sick = four[0]
     sick_name = sick.urls[0].split("//")[1]
     async with (
-        gateway(replicas=urls(four), replica_cooldown_seconds=0.5) as (gw, _),
+        gateway(replicas=urls(four), replica_cooldown_seconds=0.5, admin_key="adm") as (gw, _),
         httpx.AsyncClient(timeout=10) as http,
     ):
         homed = []
@@ -205,7 +205,8 @@ async def test_a_failing_replica_is_skipped_and_recovers_after_the_cooldown(
             resp = await post(http, gw, chat(system))
             assert resp.status_code == 200  # served by the next replica on the ring
             assert resp.headers["x-deja-replica"] != sick_name
-        report = (await http.get(gw + "/admin/replicas")).json()
+        auth = {"authorization": "Bearer adm"}
+        report = (await http.get(gw + "/admin/replicas", headers=auth)).json()
         state = {r["name"]: r["breaker"]["state"] for r in report["replicas"]}
         assert state[sick_name] == "open"
         await set_faults(sick, error_rate=0.0)

@@ -1,0 +1,240 @@
+"""Admin: cache statistics, browsing, invalidation, flushing, and live θ.
+
+Invalidation is a promise: once a call returns, no process serves the removed entries. Answers
+live only in the exact store (Redis in a multi-process deployment, with no in-process tier in
+front of it); a semantic hit must read its answer from there, so deleting the exact entry ends
+both kinds of hit at once. The entry's vector is deleted too, for tidiness.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import time
+from typing import Any
+
+from fastapi import APIRouter, Query
+from pydantic import BaseModel, Field
+from starlette.responses import Response
+
+from app.api.admin import Admin, audit
+from app.api.json import json_response
+from app.errors import CacheUnavailableError, InvalidRequestError, NotFoundError
+from app.state import Gateway
+from middleware.entry import CachedAnswer
+from middleware.exact import ExactStore, StoredEntry
+from middleware.semantic import SEMANTIC_ERRORS
+
+router = APIRouter(prefix="/admin")
+
+_ENTRY_ID = re.compile(r"[0-9a-f]{64}")
+
+#: How many nearest questions a similarity query considers.
+QUERY_CANDIDATES = 1000
+
+
+def _exact(gateway: Gateway) -> ExactStore:
+    if gateway.exact is None:
+        raise InvalidRequestError("the cache is disabled on this gateway")
+    return gateway.exact
+
+
+async def _entries(gateway: Gateway) -> list[StoredEntry]:
+    try:
+        return await _exact(gateway).scan()
+    except CacheUnavailableError as exc:
+        raise InvalidRequestError(f"the exact store is unavailable: {exc}") from exc
+
+
+async def _similar(gateway: Gateway, query: str, match: dict[str, str]) -> dict[str, float]:
+    """Entry id → similarity of its question to ``query`` (nearest ``QUERY_CANDIDATES``)."""
+    semantic = gateway.pipeline.semantic
+    if semantic is None:
+        raise InvalidRequestError("query needs the semantic layer, which is off", param="q")
+    try:
+        vector = await semantic.embedder.embed(query)
+        points = await semantic.store.neighbours(
+            vector, match=match, now=time.time(), limit=QUERY_CANDIDATES
+        )
+    except SEMANTIC_ERRORS as exc:
+        raise InvalidRequestError(f"the semantic layer failed: {exc}") from exc
+    return {p.entry_id: p.score for p in points}
+
+
+def _describe(entry: StoredEntry, similarity: float | None = None) -> dict[str, Any]:
+    a = entry.answer
+    return {
+        "id": a.entry_id,
+        "tenant": a.tenant,
+        "namespace": a.namespace,
+        "model": a.model,
+        "endpoint": a.endpoint,
+        "question": a.question,
+        "created_at": a.created_at,
+        "expires_at": a.expires_at,
+        "hits": entry.hits,
+        "similarity": None if similarity is None else round(similarity, 4),
+    }
+
+
+async def _remove(gateway: Gateway, ids: list[str]) -> int:
+    exact = _exact(gateway)
+    removed = 0
+    try:
+        for entry_id in ids:
+            removed += await exact.delete(entry_id)
+    except CacheUnavailableError as exc:
+        raise InvalidRequestError(f"the exact store is unavailable: {exc}") from exc
+    semantic = gateway.pipeline.semantic
+    if semantic is not None and ids:
+        # The answers are gone; an orphan vector could no longer be served anyway.
+        with contextlib.suppress(*SEMANTIC_ERRORS):
+            await semantic.store.delete(ids)
+    return removed
+
+
+@router.get("/cache/stats")
+async def cache_stats(gateway: Admin) -> Response:
+    """Entries per layer, outcomes since start, and per-tenant figures."""
+    exact_entries: int | None
+    try:
+        exact_entries = await _exact(gateway).count() if gateway.exact is not None else 0
+    except CacheUnavailableError:
+        exact_entries = None
+    semantic = gateway.pipeline.semantic
+    semantic_entries: int | None = None
+    if semantic is not None:
+        try:
+            semantic_entries = await semantic.store.count()
+        except SEMANTIC_ERRORS:
+            semantic_entries = None
+    stats = gateway.pipeline.stats
+    return json_response(
+        {
+            "layers": {
+                "exact": {
+                    "backend": gateway.exact.name if gateway.exact is not None else None,
+                    "entries": exact_entries,
+                },
+                "semantic": {
+                    "backend": semantic.store.name if semantic is not None else None,
+                    "entries": semantic_entries,
+                },
+            },
+            "since_start": stats.totals(),
+            "tenants": stats.tenants(),
+        }
+    )
+
+
+@router.get("/cache/entries")
+async def list_entries(
+    gateway: Admin,
+    tenant: str | None = None,
+    q: str | None = None,
+    limit: int = Query(50, ge=1, le=1000),
+) -> Response:
+    """Browse entries, newest first; with ``q``, ranked by similarity to it."""
+    entries = [e for e in await _entries(gateway) if tenant is None or e.answer.tenant == tenant]
+    if q:
+        scores = await _similar(gateway, q, {"tenant": tenant} if tenant else {})
+        ranked = sorted(
+            (e for e in entries if e.answer.entry_id in scores),
+            key=lambda e: -scores[e.answer.entry_id],
+        )
+        rows = [_describe(e, scores[e.answer.entry_id]) for e in ranked[:limit]]
+    else:
+        entries.sort(key=lambda e: -e.answer.created_at)
+        rows = [_describe(e) for e in entries[:limit]]
+    return json_response({"entries": rows})
+
+
+@router.delete("/cache/entries/{entry_id}")
+async def delete_entry(entry_id: str, gateway: Admin) -> Response:
+    """One entry, from both layers."""
+    if not _ENTRY_ID.fullmatch(entry_id) or await _remove(gateway, [entry_id]) == 0:
+        raise NotFoundError(f"no cache entry {entry_id}")
+    audit(gateway, "cache.delete", count=1, ids=[entry_id])
+    return json_response({"id": entry_id, "deleted": True})
+
+
+class Invalidate(BaseModel):
+    """Which entries to remove: every given condition must hold."""
+
+    tenant: str | None = None
+    model: str | None = None
+    namespace: str | None = None
+    older_than: float | None = Field(None, ge=0, description="Seconds since the entry was made.")
+    query: str | None = Field(None, description="Entries whose question is similar to this.")
+    min_similarity: float | None = Field(None, ge=0, le=1, description="Default: global θ.")
+    dry_run: bool = False
+
+
+def _matches(answer: CachedAnswer, spec: Invalidate, now: float) -> bool:
+    return (
+        (spec.tenant is None or answer.tenant == spec.tenant)
+        and (spec.model is None or answer.model == spec.model)
+        and (spec.namespace is None or answer.namespace == spec.namespace)
+        and (spec.older_than is None or now - answer.created_at >= spec.older_than)
+    )
+
+
+@router.post("/cache/invalidate")
+async def invalidate(spec: Invalidate, gateway: Admin) -> Response:
+    """Remove the entries matching every given condition from both layers."""
+    fields = spec.model_dump(exclude={"dry_run", "min_similarity"}, exclude_none=True)
+    if not fields:
+        raise InvalidRequestError("give at least one condition (or use /admin/cache/flush)")
+    now = time.time()
+    ids = {e.answer.entry_id for e in await _entries(gateway) if _matches(e.answer, spec, now)}
+    if spec.query:
+        match = {k: v for k in ("tenant", "model", "namespace") if (v := getattr(spec, k))}
+        floor = spec.min_similarity
+        if floor is None:
+            floor = gateway.thresholds.global_
+        scores = await _similar(gateway, spec.query, match)
+        ids &= {entry_id for entry_id, score in scores.items() if score >= floor}
+    chosen = sorted(ids)
+    count = len(chosen) if spec.dry_run else await _remove(gateway, chosen)
+    audit(gateway, "cache.invalidate", count=count, dry_run=spec.dry_run, where=fields)
+    return json_response({"count": count, "ids": chosen, "dry_run": spec.dry_run})
+
+
+class Flush(BaseModel):
+    tenant: str | None = None
+
+
+@router.post("/cache/flush")
+async def flush(gateway: Admin, spec: Flush | None = None) -> Response:
+    """Everything, or one tenant."""
+    tenant = spec.tenant if spec else None
+    ids = [
+        e.answer.entry_id
+        for e in await _entries(gateway)
+        if tenant is None or e.answer.tenant == tenant
+    ]
+    count = await _remove(gateway, ids)
+    audit(gateway, "cache.flush", count=count, tenant=tenant)
+    return json_response({"count": count})
+
+
+@router.get("/threshold")
+async def get_threshold(gateway: Admin) -> Response:
+    """The global θ and the per-tenant and per-model overrides."""
+    return json_response(gateway.thresholds.as_json())
+
+
+@router.put("/threshold")
+async def put_threshold(change: dict[str, Any], gateway: Admin) -> Response:
+    """Change θ: ``{"global": v}``, ``{"tenants": {t: v}}``, ``{"models": {m: v}}``; a null
+    value removes an override. Persisted in the shared store for every process."""
+    unknown = set(change) - {"global", "tenants", "models"}
+    if unknown:
+        raise InvalidRequestError(f"unknown fields: {sorted(unknown)}")
+    gateway.thresholds.apply(change)
+    try:
+        await gateway.threshold_store.save(gateway.thresholds.as_json())
+    except (OSError, ValueError, CacheUnavailableError) as exc:
+        raise InvalidRequestError(f"θ changed here but could not be shared: {exc}") from exc
+    audit(gateway, "threshold.set", change=change)
+    return json_response(gateway.thresholds.as_json())
