@@ -22,20 +22,25 @@ from app.builders import (
     build_vector_store,
     semantic_settings,
 )
-from app.errors import ConfigError
+from app.errors import CacheUnavailableError, ConfigError
 from app.state import Gateway, Stoppable
 from config.settings import Settings
+from middleware.exact import ExactStore
 from middleware.health import HealthMonitor
+from middleware.metrics import Metrics
 from middleware.pipeline import Pipeline
 from middleware.prefix import PrefixConfig
 from middleware.replicas import ReplicaPool
 from middleware.router import Router
-from middleware.semantic import SemanticCache
+from middleware.semantic import SEMANTIC_ERRORS, SemanticCache
 from middleware.tenants import RateLimiter, load_keys
 from middleware.thresholds import Thresholds, follow
 from middleware.upstream import Upstream, build_session
 
 log = logging.getLogger("deja")
+
+#: How often the per-layer entry gauges are recounted (a count is a scan on Redis).
+ENTRY_GAUGE_SECONDS = 15.0
 
 
 async def _start_demo_replicas(settings: Settings) -> tuple[list[str], list[Stoppable]]:
@@ -64,7 +69,20 @@ async def _sweep_forever(semantic: SemanticCache, every: float) -> None:
         await semantic.sweep()
 
 
-async def _open_semantic(settings: Settings) -> SemanticCache | None:
+async def _refresh_entry_gauges(
+    metrics: Metrics, exact: ExactStore | None, semantic: SemanticCache | None
+) -> None:
+    while True:
+        with contextlib.suppress(CacheUnavailableError):
+            if exact is not None:
+                metrics.entries.labels("exact").set(await exact.count())
+        with contextlib.suppress(*SEMANTIC_ERRORS):
+            if semantic is not None:
+                metrics.entries.labels("semantic").set(await semantic.store.count())
+        await asyncio.sleep(ENTRY_GAUGE_SECONDS)
+
+
+async def _open_semantic(settings: Settings, metrics: Metrics) -> SemanticCache | None:
     if not (settings.cache_enabled and settings.semantic_enabled):
         return None
     embedder = build_embedder(settings)
@@ -77,7 +95,7 @@ async def _open_semantic(settings: Settings) -> SemanticCache | None:
         store.name,
         settings.semantic_threshold,
     )
-    return SemanticCache(embedder, store)
+    return SemanticCache(embedder, store, on_embedded=metrics.embedding_seconds.observe)
 
 
 def _install_sighup(gateway: Gateway, reload: Callable[[], Settings] | None) -> bool:
@@ -126,7 +144,9 @@ def create_app(settings: Settings, *, reload: Callable[[], Settings] | None = No
         )
         router = Router(pool, settings.routing_policy, settings.routing_epsilon)
         api_key = settings.replica_api_key.get_secret_value() if settings.replica_api_key else None
-        upstream = Upstream(router, http, api_key)
+        metrics = Metrics(tenant_label=settings.metrics_tenant_label)
+        metrics.watch_pool(pool)
+        upstream = Upstream(router, http, api_key, metrics)
         monitor = HealthMonitor(
             pool,
             http,
@@ -141,8 +161,9 @@ def create_app(settings: Settings, *, reload: Callable[[], Settings] | None = No
                 "is tenant 'default'"
             )
         thresholds = Thresholds(global_=settings.semantic_threshold)
+        metrics.threshold.set_function(lambda: thresholds.global_)
         threshold_store = build_threshold_store(settings, exact)
-        semantic = await _open_semantic(settings)
+        semantic = await _open_semantic(settings, metrics)
         pipeline = Pipeline(
             exact=exact,
             upstream=upstream,
@@ -153,6 +174,7 @@ def create_app(settings: Settings, *, reload: Callable[[], Settings] | None = No
                 settings.prefix_mode, settings.prefix_block_size, settings.prefix_max_blocks
             ),
             thresholds=thresholds,
+            metrics=metrics,
         )
         app.state.gateway = Gateway(
             settings=settings,
@@ -164,6 +186,7 @@ def create_app(settings: Settings, *, reload: Callable[[], Settings] | None = No
             limiter=RateLimiter(),
             thresholds=thresholds,
             threshold_store=threshold_store,
+            metrics=metrics,
             simulators=simulators,
             reload=reload,
         )
@@ -173,6 +196,7 @@ def create_app(settings: Settings, *, reload: Callable[[], Settings] | None = No
             loop.create_task(_refresh_models_forever(upstream, settings.model_refresh_seconds)),
             loop.create_task(monitor.run_forever()),
             loop.create_task(follow(thresholds, threshold_store)),
+            loop.create_task(_refresh_entry_gauges(metrics, exact, semantic)),
         ]
         hup = _install_sighup(app.state.gateway, reload)
         if semantic is not None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -14,6 +13,7 @@ from starlette.requests import Request
 
 from config.settings import Settings
 from middleware.exact import ExactStore
+from middleware.metrics import Metrics
 from middleware.pipeline import Pipeline
 from middleware.tenants import KeyRing, RateLimiter
 from middleware.thresholds import Thresholds, ThresholdStore
@@ -39,10 +39,10 @@ class Gateway:
     limiter: RateLimiter
     thresholds: Thresholds
     threshold_store: ThresholdStore
+    metrics: Metrics
     simulators: list[Stoppable] = field(default_factory=list)
     reload: Callable[[], Settings] | None = None
     background: set[asyncio.Task[None]] = field(default_factory=set)
-    admin_actions: Counter[str] = field(default_factory=Counter)
 
     def reload_replicas(self, replicas: list[str]) -> None:
         """Swap the replica list in place: in-flight requests finish where they are."""

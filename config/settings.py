@@ -173,6 +173,12 @@ class Settings(BaseSettings):
         description="Extra volatile regexes (JSON list in the environment, a list in YAML).",
     )
 
+    # --- observability -------------------------------------------------------------------------
+    metrics_tenant_label: bool = Field(
+        False,
+        description="Add a tenant label to deja_requests_total (bounded by your tenant count).",
+    )
+
     # --- secrets (masked in --print-config) ---------------------------------------------------
     keys_file: Path | None = Field(
         None,

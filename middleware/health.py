@@ -23,25 +23,38 @@ _GAUGES = {
     "vllm:kv_cache_usage_perc": "kv_cache_usage",
     "vllm:gpu_cache_usage_perc": "kv_cache_usage",
 }
+#: Time per output token, current and older vLLM names (histogram sum and count).
+_TPOT = {
+    "vllm:time_per_output_token_seconds_sum": "sum",
+    "vllm:time_per_output_token_seconds_count": "count",
+    "vllm:inter_token_latency_seconds_sum": "sum",
+    "vllm:inter_token_latency_seconds_count": "count",
+}
 
 
 def parse_vllm_metrics(text: str, scraped_at: float) -> ReplicaMetrics:
     """The load gauges from a Prometheus text exposition."""
     sums = {"running": 0.0, "waiting": 0.0, "kv_cache_usage": 0.0}
+    tpot = {"sum": 0.0, "count": 0.0}
     for line in text.splitlines():
         if not line.startswith("vllm:"):
             continue
         name = line.split("{", 1)[0].split(" ", 1)[0]
         field = _GAUGES.get(name)
-        if field is None:
+        part = _TPOT.get(name)
+        if field is None and part is None:
             continue
         rest = line.rsplit("}", 1)[1] if "{" in line else line[len(name) :]
         try:
             value = float(rest.split()[0])
         except (IndexError, ValueError):
             continue
-        sums[field] += value
-    return ReplicaMetrics(scraped_at=scraped_at, **sums)
+        if field is not None:
+            sums[field] += value
+        elif part is not None:
+            tpot[part] += value
+    per_token = tpot["sum"] / tpot["count"] if tpot["count"] else None
+    return ReplicaMetrics(scraped_at=scraped_at, seconds_per_token=per_token, **sums)
 
 
 class HealthMonitor:

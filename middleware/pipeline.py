@@ -16,10 +16,11 @@ from typing import Any, TypeVar
 import orjson
 from starlette.responses import Response, StreamingResponse
 
-from app.errors import CacheUnavailableError, ClientGoneError, UpstreamError
+from app.errors import CacheUnavailableError, ClientGoneError, EmbedderError, UpstreamError
 from middleware.entry import CachedAnswer, answer_from_json
 from middleware.exact import ExactStore
 from middleware.keys import exact_key
+from middleware.metrics import Metrics
 from middleware.prefix import PrefixConfig, prefix_hash
 from middleware.replay import replay_json, replay_sse
 from middleware.request import GatewayRequest, Outcome
@@ -88,6 +89,7 @@ class Pipeline:
         verifier: Verifier | None = None,
         prefix: PrefixConfig | None = None,
         thresholds: Thresholds | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self.exact = exact
         self.upstream = upstream
@@ -95,6 +97,7 @@ class Pipeline:
         self.semantic_settings = semantic_settings or SemanticSettings(timeout=0.25)
         self.thresholds = thresholds or Thresholds(global_=1.0)
         self.stats = Stats()
+        self.metrics = metrics or Metrics()
         self.temporal = temporal
         self.verifier = verifier
         self.prefix = prefix or PrefixConfig()
@@ -102,19 +105,31 @@ class Pipeline:
         self._semantic_failing = False
 
     async def handle(self, req: GatewayRequest, disconnected: Disconnected) -> Response:
+        started = time.perf_counter()
         # 1. policy: req.policy was parsed from the headers at the API boundary.
         lookup = await self.lookup(req)
         self.stats.record(req.tenant, lookup.outcome)
         if lookup.answer is not None:
-            return self.replay(req, lookup)
+            response = self.replay(req, lookup)
+            self._observe(req, lookup, started)
+            return response
         # 5 + 6. route and forward or relay; 7. store happens after the answer is complete
-        return await self.to_upstream(req, lookup, disconnected)
+        try:
+            return await self.to_upstream(req, lookup, disconnected, started)
+        finally:
+            if not req.stream:
+                self._observe(req, lookup, started)
+
+    def _observe(self, req: GatewayRequest, lookup: Lookup, started: float) -> None:
+        seconds = time.perf_counter() - started
+        self.metrics.request(req.endpoint, lookup.outcome.value, req.tenant, seconds)
 
     async def lookup(self, req: GatewayRequest) -> Lookup:
         """Steps 2-4: bypass, exact, semantic."""
         # 2. bypass
         volatile = self.volatile(req)
         if volatile is not None:
+            self.metrics.count(self.metrics.bypasses, volatile)
             return Lookup(Outcome.BYPASS, None, bypass=volatile)
         # 3. exact
         lookup = await self.exact_lookup(req)
@@ -140,10 +155,13 @@ class Pipeline:
         key = exact_key(req.tenant, req.endpoint, req.body, req.namespace)
         if not req.policy.read:
             return Lookup(Outcome.MISS, key)
+        started = time.perf_counter()
         try:
             answer = await self.exact.get(key)
         except CacheUnavailableError:
+            self.metrics.count(self.metrics.store_errors, "exact")
             return Lookup(Outcome.OFF, key)
+        self.metrics.lookup("exact", time.perf_counter() - started)
         if answer is None or _too_old(answer, req.policy.max_age):
             return Lookup(Outcome.MISS, key)
         return Lookup(Outcome.EXACT, key, answer)
@@ -164,6 +182,7 @@ class Pipeline:
         lookup = dataclasses.replace(lookup, query=query)
         if not req.policy.read:
             return lookup
+        started = time.perf_counter()
         try:
             async with asyncio.timeout(self.semantic_settings.timeout):
                 vector, point = await self.semantic.search(query, max_age=req.policy.max_age)
@@ -171,7 +190,10 @@ class Pipeline:
             self._semantic_failed(exc)
             return dataclasses.replace(lookup, query=None)
         self._semantic_ok()
+        self.metrics.lookup("semantic", time.perf_counter() - started)
         score = point.score if point is not None else None
+        if score is not None:
+            self.metrics.similarity.observe(score)
         lookup = dataclasses.replace(lookup, vector=vector, similarity=score)
         configured = self.thresholds.resolve(req.tenant, req.model, req.tenant_threshold)
         threshold = max(configured, req.policy.min_similarity or 0.0)
@@ -190,6 +212,14 @@ class Pipeline:
         return dataclasses.replace(lookup, outcome=Outcome.SEMANTIC, answer=answer)
 
     def _semantic_failed(self, exc: BaseException) -> None:
+        kind = (
+            "timeout"
+            if isinstance(exc, TimeoutError)
+            else "embedder"
+            if isinstance(exc, EmbedderError)
+            else "store"
+        )
+        self.metrics.count(self.metrics.semantic_errors, kind)
         if not self._semantic_failing:
             log.warning("semantic layer skipped (serving as miss): %s", exc or type(exc).__name__)
         self._semantic_failing = True
@@ -203,6 +233,9 @@ class Pipeline:
         answer = lookup.answer
         assert answer is not None and self.exact is not None
         self.exact.note_hit(answer.entry_id)
+        tokens = (answer.usage or {}).get("completion_tokens")
+        if isinstance(tokens, int):
+            self.metrics.served_from_cache(tokens, self.upstream.pool.seconds_per_token())
         headers = {
             "x-deja-cache": lookup.outcome.value,
             "x-deja-entry": answer.entry_id,
@@ -217,11 +250,11 @@ class Pipeline:
 
     # --- 5 + 6. upstream --------------------------------------------------------------------------
     async def to_upstream(
-        self, req: GatewayRequest, lookup: Lookup, disconnected: Disconnected
+        self, req: GatewayRequest, lookup: Lookup, disconnected: Disconnected, started: float
     ) -> Response:
         key = self.prefix_key(req)
         if req.stream:
-            return await self.relay_stream(req, lookup, key, disconnected)
+            return await self.relay_stream(req, lookup, key, disconnected, started)
         return await self.forward(req, lookup, key, disconnected)
 
     def prefix_key(self, req: GatewayRequest) -> str | None:
@@ -262,6 +295,7 @@ class Pipeline:
         lookup: Lookup,
         key: str | None,
         disconnected: Disconnected,
+        started: float,
     ) -> Response:
         store = self._should_store(req, lookup)
         # A stored answer must carry usage, so ask for it and hide it if the client did not.
@@ -292,6 +326,7 @@ class Pipeline:
                 yield _error_event(exc.message, exc.code or "upstream_error")
             finally:
                 opened.close()
+                self._observe(req, lookup, started)
             if finished and store:
                 assert lookup.key is not None
                 key, created = lookup.key, time.time()
@@ -365,6 +400,7 @@ class Pipeline:
         try:
             await self.exact.set(lookup.key, answer, ttl)
         except CacheUnavailableError:
+            self.metrics.count(self.metrics.store_errors, "exact")
             return  # already logged by the store; the answer was served regardless
         if self.semantic is not None and lookup.query is not None:
             try:
@@ -376,6 +412,7 @@ class Pipeline:
                     ttl=ttl,
                 )
             except SEMANTIC_ERRORS as exc:
+                self.metrics.count(self.metrics.store_errors, "semantic")
                 self._semantic_failed(exc)
 
     def _forget_later(self, entry_id: str) -> None:

@@ -75,6 +75,8 @@ class ReplicaMetrics:
     running: float = 0.0
     waiting: float = 0.0
     kv_cache_usage: float = 0.0
+    #: Mean decode time per output token since the replica started (its histogram's sum/count).
+    seconds_per_token: float | None = None
     scraped_at: float = 0.0
 
 
@@ -184,6 +186,11 @@ class ReplicaPool:
 
     def _recompute_known(self) -> None:
         self._known = frozenset(str(m.get("id")) for r in self.replicas for m in r.models)
+
+    def seconds_per_token(self) -> float | None:
+        """The replicas' mean time per output token (for "model time saved"), if known."""
+        values = [r.metrics.seconds_per_token for r in self.replicas if r.metrics.seconds_per_token]
+        return sum(values) / len(values) if values else None
 
     def known_models(self) -> frozenset[str]:
         """Every model id some replica serves."""

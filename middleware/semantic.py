@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -127,15 +128,24 @@ class SemanticResult:
 class SemanticCache:
     """Embeds questions and searches/stores them in the vector store."""
 
-    def __init__(self, embedder: Embedder, store: VectorStore) -> None:
+    def __init__(
+        self,
+        embedder: Embedder,
+        store: VectorStore,
+        on_embedded: Callable[[float], None] | None = None,
+    ) -> None:
         self.embedder = embedder
         self.store = store
+        self.on_embedded = on_embedded
 
     async def search(
         self, query: SemanticQuery, *, max_age: float | None
     ) -> tuple[list[float], ScoredPoint | None]:
         """Embed and return the top-1 unexpired neighbour in scope (any score)."""
+        started = time.perf_counter()
         vector = await self.embedder.embed(query.text)
+        if self.on_embedded is not None:
+            self.on_embedded(time.perf_counter() - started)
         now = time.time()
         created_after = now - max_age if max_age is not None else None
         found = await self.store.search(

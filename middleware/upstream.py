@@ -30,6 +30,7 @@ from app.errors import (
     UpstreamTimeoutError,
     UpstreamUnreachableError,
 )
+from middleware.metrics import Metrics
 from middleware.replicas import Replica
 from middleware.router import Router
 
@@ -173,7 +174,14 @@ class Upstream:
     a replica has answered 200, nor after a read timeout (the wait was already spent).
     """
 
-    def __init__(self, router: Router, session: aiohttp.ClientSession, api_key: str | None) -> None:
+    def __init__(
+        self,
+        router: Router,
+        session: aiohttp.ClientSession,
+        api_key: str | None,
+        metrics: Metrics | None = None,
+    ) -> None:
+        self.metrics = metrics or Metrics()
         self.router = router
         self.pool = router.pool
         self._session = session
@@ -197,12 +205,14 @@ class Upstream:
                     continue
             replica.breaker.begin(time.monotonic())
             replica.in_flight += 1
+            sent = time.perf_counter()
             try:
                 response = await self._session.post(
                     replica.url + path, data=body, headers=self._headers
                 )
             except _FAILOVER_ERRORS as exc:
                 replica.in_flight -= 1
+                self.metrics.upstream_answer(replica.name, "error", None)
                 self.pool.record_failure(replica, f"connection: {exc}", immediate=True)
                 log.warning("replica %s unreachable (%s), failing over", replica.name, exc)
                 last = UpstreamUnreachableError(f"replica {replica.name} is unreachable")
@@ -210,12 +220,14 @@ class Upstream:
                 continue
             except TimeoutError as exc:
                 replica.in_flight -= 1
+                self.metrics.upstream_answer(replica.name, "timeout", None)
                 self.pool.record_failure(replica, "timeout")
                 raise UpstreamTimeoutError(
                     f"replica {replica.name} did not answer in time"
                 ) from exc
             except aiohttp.ClientError as exc:
                 replica.in_flight -= 1
+                self.metrics.upstream_answer(replica.name, "error", None)
                 self.pool.record_failure(replica, f"transport: {exc}")
                 raise UpstreamUnreachableError(
                     f"connection to replica {replica.name} failed: {exc}"
@@ -224,6 +236,7 @@ class Upstream:
                 replica.in_flight -= 1  # cancelled (the client went away)
                 raise
             status = response.status
+            self.metrics.upstream_answer(replica.name, str(status), time.perf_counter() - sent)
             if status == 429 or status >= 500:
                 try:
                     data = await self._read(replica, response)
@@ -242,7 +255,9 @@ class Upstream:
                 log.warning("replica %s answered %d, failing over", replica.name, status)
                 continue
             self.pool.record_success(replica)
-            return replica, route.reason if attempt == 0 else "failover", response
+            reason = route.reason if attempt == 0 else "failover"
+            self.metrics.routed(self.router.policy, reason)
+            return replica, reason, response
         if last is None:
             raise NoHealthyReplicaError(f"no healthy replica serves model {model!r} right now")
         raise last

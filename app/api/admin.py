@@ -53,7 +53,7 @@ def audit(gateway: Gateway, action: str, **details: Any) -> None:
     """One JSON line per admin action (who, what, how many) and a counter bump."""
     key = gateway.settings.admin_key
     who = "admin:" + hashlib.sha256(key.get_secret_value().encode()).hexdigest()[:8] if key else "-"
-    gateway.admin_actions[action] += 1
+    gateway.metrics.count(gateway.metrics.admin_actions, action)
     audit_log.info(orjson.dumps({"who": who, "action": action, **details}).decode())
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -29,7 +30,14 @@ async def readyz(request: Request) -> Response:
     return json_response(checks, status_code=200 if ready else 503)
 
 
+async def metrics(request: Request) -> Response:
+    """Prometheus text exposition of this process's ``deja_*`` metrics."""
+    registry = gateway_of(request).metrics.registry
+    return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+
+
 routes = [
+    Route("/metrics", metrics, methods=["GET"]),
     Route("/healthz", healthz, methods=["GET"]),
     Route("/readyz", readyz, methods=["GET"]),
 ]
