@@ -20,6 +20,14 @@ def _configure_logging(level: str) -> None:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    # The access log and the audit log are JSON lines, nothing around them.
+    for name in ("deja.access", "deja.audit"):
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        logger = logging.getLogger(name)
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+        logger.propagate = False
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

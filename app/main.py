@@ -10,6 +10,7 @@ import threading
 from collections.abc import AsyncIterator, Callable
 
 from fastapi import FastAPI
+from opentelemetry.sdk.trace.export import SpanExporter
 
 from app.api import admin, admin_cache, health, openai_routes
 from app.api.errors import install_error_handlers
@@ -35,6 +36,7 @@ from middleware.router import Router
 from middleware.semantic import SEMANTIC_ERRORS, SemanticCache
 from middleware.tenants import RateLimiter, load_keys
 from middleware.thresholds import Thresholds, follow
+from middleware.tracing import Tracing
 from middleware.upstream import Upstream, build_session
 
 log = logging.getLogger("deja")
@@ -82,7 +84,9 @@ async def _refresh_entry_gauges(
         await asyncio.sleep(ENTRY_GAUGE_SECONDS)
 
 
-async def _open_semantic(settings: Settings, metrics: Metrics) -> SemanticCache | None:
+async def _open_semantic(
+    settings: Settings, metrics: Metrics, tracing: Tracing
+) -> SemanticCache | None:
     if not (settings.cache_enabled and settings.semantic_enabled):
         return None
     embedder = build_embedder(settings)
@@ -95,7 +99,9 @@ async def _open_semantic(settings: Settings, metrics: Metrics) -> SemanticCache 
         store.name,
         settings.semantic_threshold,
     )
-    return SemanticCache(embedder, store, on_embedded=metrics.embedding_seconds.observe)
+    return SemanticCache(
+        embedder, store, on_embedded=metrics.embedding_seconds.observe, tracing=tracing
+    )
 
 
 def _install_sighup(gateway: Gateway, reload: Callable[[], Settings] | None) -> bool:
@@ -115,10 +121,16 @@ def _install_sighup(gateway: Gateway, reload: Callable[[], Settings] | None) -> 
     return True
 
 
-def create_app(settings: Settings, *, reload: Callable[[], Settings] | None = None) -> DejaApp:
+def create_app(
+    settings: Settings,
+    *,
+    reload: Callable[[], Settings] | None = None,
+    span_exporter: SpanExporter | None = None,
+) -> DejaApp:
     """Build the gateway: the FastAPI app behind the generation fast path.
 
-    ``reload`` re-reads the settings on SIGHUP and ``POST /admin/replicas/reload``.
+    ``reload`` re-reads the settings on SIGHUP and ``POST /admin/replicas/reload``;
+    ``span_exporter`` receives the traces (tests); otherwise ``OTEL_*`` variables decide.
     """
 
     @contextlib.asynccontextmanager
@@ -145,6 +157,7 @@ def create_app(settings: Settings, *, reload: Callable[[], Settings] | None = No
         router = Router(pool, settings.routing_policy, settings.routing_epsilon)
         api_key = settings.replica_api_key.get_secret_value() if settings.replica_api_key else None
         metrics = Metrics(tenant_label=settings.metrics_tenant_label)
+        tracing = Tracing(span_exporter, batch=span_exporter is None)
         metrics.watch_pool(pool)
         upstream = Upstream(router, http, api_key, metrics)
         monitor = HealthMonitor(
@@ -163,7 +176,7 @@ def create_app(settings: Settings, *, reload: Callable[[], Settings] | None = No
         thresholds = Thresholds(global_=settings.semantic_threshold)
         metrics.threshold.set_function(lambda: thresholds.global_)
         threshold_store = build_threshold_store(settings, exact)
-        semantic = await _open_semantic(settings, metrics)
+        semantic = await _open_semantic(settings, metrics, tracing)
         pipeline = Pipeline(
             exact=exact,
             upstream=upstream,
@@ -175,6 +188,8 @@ def create_app(settings: Settings, *, reload: Callable[[], Settings] | None = No
             ),
             thresholds=thresholds,
             metrics=metrics,
+            tracing=tracing,
+            access_log_enabled=settings.access_log,
         )
         app.state.gateway = Gateway(
             settings=settings,
@@ -223,6 +238,7 @@ def create_app(settings: Settings, *, reload: Callable[[], Settings] | None = No
             if exact is not None:
                 await exact.close()
             await http.close()
+            tracing.shutdown()
             for sim in simulators:
                 await sim.stop()
 

@@ -174,6 +174,11 @@ class Settings(BaseSettings):
     )
 
     # --- observability -------------------------------------------------------------------------
+    access_log: bool = Field(
+        True,
+        description="One JSON line per request on the deja.access logger (ids, tenant, "
+        "outcome, similarity, replica, latency; never prompts or keys).",
+    )
     metrics_tenant_label: bool = Field(
         False,
         description="Add a tenant label to deja_requests_total (bounded by your tenant count).",

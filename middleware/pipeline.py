@@ -14,9 +14,16 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import orjson
+from opentelemetry.trace import Span
 from starlette.responses import Response, StreamingResponse
 
-from app.errors import CacheUnavailableError, ClientGoneError, EmbedderError, UpstreamError
+from app.errors import (
+    CacheUnavailableError,
+    ClientGoneError,
+    DejaError,
+    EmbedderError,
+    UpstreamError,
+)
 from middleware.entry import CachedAnswer, answer_from_json
 from middleware.exact import ExactStore
 from middleware.keys import exact_key
@@ -41,9 +48,13 @@ from middleware.sse import UsageChunkFilter, answer_from_sse
 from middleware.stats import Stats
 from middleware.temporal import TemporalDetector
 from middleware.thresholds import Thresholds
+from middleware.tracing import Tracing, set_attributes
 from middleware.upstream import Upstream
 
 log = logging.getLogger("deja.pipeline")
+#: One JSON line per request: ids, tenant, outcome, similarity, replica, latency. No prompts or
+#: keys, ever.
+access_log = logging.getLogger("deja.access")
 
 T = TypeVar("T")
 
@@ -90,6 +101,8 @@ class Pipeline:
         prefix: PrefixConfig | None = None,
         thresholds: Thresholds | None = None,
         metrics: Metrics | None = None,
+        tracing: Tracing | None = None,
+        access_log_enabled: bool = False,
     ) -> None:
         self.exact = exact
         self.upstream = upstream
@@ -98,6 +111,8 @@ class Pipeline:
         self.thresholds = thresholds or Thresholds(global_=1.0)
         self.stats = Stats()
         self.metrics = metrics or Metrics()
+        self.tracing = tracing or Tracing()
+        self.access_log = access_log_enabled
         self.temporal = temporal
         self.verifier = verifier
         self.prefix = prefix or PrefixConfig()
@@ -106,23 +121,80 @@ class Pipeline:
 
     async def handle(self, req: GatewayRequest, disconnected: Disconnected) -> Response:
         started = time.perf_counter()
-        # 1. policy: req.policy was parsed from the headers at the API boundary.
-        lookup = await self.lookup(req)
-        self.stats.record(req.tenant, lookup.outcome)
-        if lookup.answer is not None:
-            response = self.replay(req, lookup)
-            self._observe(req, lookup, started)
-            return response
-        # 5 + 6. route and forward or relay; 7. store happens after the answer is complete
-        try:
-            return await self.to_upstream(req, lookup, disconnected, started)
-        finally:
-            if not req.stream:
-                self._observe(req, lookup, started)
+        with self.tracing.request_span("deja.request") as span:
+            # 1. policy: req.policy was parsed from the headers at the API boundary.
+            lookup = await self.lookup(req)
+            self.stats.record(req.tenant, lookup.outcome)
+            if lookup.answer is not None:
+                response = self.replay(req, lookup)
+                self._observe(req, lookup, started, span=span)
+                return response
+            # 5 + 6. route and forward or relay; 7. store happens after the answer is complete
+            status, replica = 500, None
+            try:
+                response = await self.to_upstream(req, lookup, disconnected, started)
+                status, replica = response.status_code, response.headers.get("x-deja-replica")
+                return response
+            except DejaError as exc:
+                status = exc.status_code
+                raise
+            finally:
+                if not req.stream or status != 200:
+                    self._observe(req, lookup, started, replica, status, span)
 
-    def _observe(self, req: GatewayRequest, lookup: Lookup, started: float) -> None:
+    def _observe(
+        self,
+        req: GatewayRequest,
+        lookup: Lookup,
+        started: float,
+        replica: str | None = None,
+        status: int = 200,
+        span: Span | None = None,
+    ) -> None:
+        """Metrics, the trace's request attributes and the access-log line, once per request."""
         seconds = time.perf_counter() - started
-        self.metrics.request(req.endpoint, lookup.outcome.value, req.tenant, seconds)
+        outcome = lookup.outcome.value
+        self.metrics.request(req.endpoint, outcome, req.tenant, seconds)
+        entry = lookup.answer.entry_id if lookup.answer is not None else lookup.key
+        if span is not None:
+            usage = (lookup.answer.usage or {}) if lookup.answer is not None else {}
+            set_attributes(
+                span,
+                {
+                    "gen_ai.operation.name": "chat"
+                    if req.endpoint == "chat"
+                    else "text_completion",
+                    "gen_ai.request.model": req.model,
+                    "gen_ai.usage.input_tokens": usage.get("prompt_tokens"),
+                    "gen_ai.usage.output_tokens": usage.get("completion_tokens"),
+                    "deja.cache.outcome": outcome,
+                    "deja.cache.similarity": lookup.similarity,
+                    "deja.cache.entry_id": entry,
+                    "deja.replica": replica,
+                    "deja.tenant": req.tenant,
+                    "http.response.status_code": status,
+                    "langfuse.trace.tags": [f"cache:{outcome}"],
+                    "langfuse.trace.metadata.cache_outcome": outcome,
+                    "langfuse.trace.metadata.similarity": lookup.similarity,
+                },
+            )
+        if self.access_log and access_log.isEnabledFor(logging.INFO):
+            access_log.info(
+                orjson.dumps(
+                    {
+                        "request_id": req.request_id,
+                        "tenant": req.tenant,
+                        "route": req.endpoint,
+                        "model": req.model,
+                        "outcome": outcome,
+                        "similarity": lookup.similarity,
+                        "entry": entry,
+                        "replica": replica,
+                        "status": status,
+                        "latency_ms": round(seconds * 1000, 3),
+                    }
+                ).decode()
+            )
 
     async def lookup(self, req: GatewayRequest) -> Lookup:
         """Steps 2-4: bypass, exact, semantic."""
@@ -132,11 +204,13 @@ class Pipeline:
             self.metrics.count(self.metrics.bypasses, volatile)
             return Lookup(Outcome.BYPASS, None, bypass=volatile)
         # 3. exact
-        lookup = await self.exact_lookup(req)
+        with self.tracing.span("deja.exact"):
+            lookup = await self.exact_lookup(req)
         if lookup.answer is not None:
             return lookup
         # 4. semantic
-        return await self.semantic_lookup(req, lookup)
+        with self.tracing.span("deja.semantic"):
+            return await self.semantic_lookup(req, lookup)
 
     # --- 2. bypass -------------------------------------------------------------------------------
     def volatile(self, req: GatewayRequest) -> str | None:
@@ -240,6 +314,7 @@ class Pipeline:
             "x-deja-cache": lookup.outcome.value,
             "x-deja-entry": answer.entry_id,
             "age": str(int(answer.age(time.time()))),
+            "x-request-id": req.request_id,
         }
         if lookup.similarity is not None:
             headers["x-deja-similarity"] = f"{lookup.similarity:.4f}"
@@ -252,10 +327,13 @@ class Pipeline:
     async def to_upstream(
         self, req: GatewayRequest, lookup: Lookup, disconnected: Disconnected, started: float
     ) -> Response:
-        key = self.prefix_key(req)
-        if req.stream:
-            return await self.relay_stream(req, lookup, key, disconnected, started)
-        return await self.forward(req, lookup, key, disconnected)
+        with self.tracing.span("deja.route") as span:
+            key = self.prefix_key(req)
+            set_attributes(span, {"deja.prefix_hash": key})
+        with self.tracing.span("deja.upstream"):
+            if req.stream:
+                return await self.relay_stream(req, lookup, key, disconnected, started)
+            return await self.forward(req, lookup, key, disconnected)
 
     def prefix_key(self, req: GatewayRequest) -> str | None:
         """5. route: the client's X-Prefix-Hash, else the hash of the prompt's static prefix."""
@@ -273,7 +351,7 @@ class Pipeline:
         reply = await _until_disconnect(
             self.upstream.complete(req.path, req.raw, req.model, key), disconnected
         )
-        headers = self._miss_headers(lookup, reply.replica.name, reply.reason, key)
+        headers = self._miss_headers(req, lookup, reply.replica.name, reply.reason, key)
         if self._should_store(req, lookup):
             assert lookup.key is not None
             key, created = lookup.key, time.time()
@@ -326,7 +404,7 @@ class Pipeline:
                 yield _error_event(exc.message, exc.code or "upstream_error")
             finally:
                 opened.close()
-                self._observe(req, lookup, started)
+                self._observe(req, lookup, started, replica)
             if finished and store:
                 assert lookup.key is not None
                 key, created = lookup.key, time.time()
@@ -338,18 +416,19 @@ class Pipeline:
                     ),
                 )
 
-        headers = self._miss_headers(lookup, replica, opened.reason, key)
+        headers = self._miss_headers(req, lookup, replica, opened.reason, key)
         headers["cache-control"] = "no-cache"
         headers["x-accel-buffering"] = "no"
         return StreamingResponse(relay(), media_type=SSE, headers=headers)
 
     def _miss_headers(
-        self, lookup: Lookup, replica: str, reason: str, key: str | None
+        self, req: GatewayRequest, lookup: Lookup, replica: str, reason: str, key: str | None
     ) -> dict[str, str]:
         headers = {
             "x-deja-cache": lookup.outcome.value,
             "x-deja-replica": replica,
             "x-deja-route": reason,
+            "x-request-id": req.request_id,
         }
         if key is not None:
             headers["x-prefix-hash"] = key
@@ -378,6 +457,12 @@ class Pipeline:
         task.add_done_callback(self._background.discard)
 
     async def _store(
+        self, req: GatewayRequest, lookup: Lookup, build: Callable[[], CachedAnswer | None]
+    ) -> None:
+        with self.tracing.span("deja.store"):
+            await self._store_answer(req, lookup, build)
+
+    async def _store_answer(
         self, req: GatewayRequest, lookup: Lookup, build: Callable[[], CachedAnswer | None]
     ) -> None:
         if self.exact is None or lookup.key is None:

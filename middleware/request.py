@@ -43,6 +43,8 @@ class GatewayRequest:
     #: The tenant's cache switch and own θ (from the keys file).
     cache: bool = True
     tenant_threshold: float | None = None
+    #: ``X-Request-Id`` from the client, or one deja made; echoed and logged.
+    request_id: str = ""
 
     @property
     def path(self) -> str:

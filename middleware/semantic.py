@@ -25,6 +25,7 @@ from middleware.embedder import Embedder
 from middleware.entry import CachedAnswer
 from middleware.keys import answer_fields
 from middleware.request import GatewayRequest
+from middleware.tracing import Tracing
 from middleware.vectorstore import Scope, ScoredPoint, VectorPoint, VectorStore
 
 log = logging.getLogger("deja.semantic")
@@ -133,17 +134,20 @@ class SemanticCache:
         embedder: Embedder,
         store: VectorStore,
         on_embedded: Callable[[float], None] | None = None,
+        tracing: Tracing | None = None,
     ) -> None:
         self.embedder = embedder
         self.store = store
         self.on_embedded = on_embedded
+        self.tracing = tracing or Tracing()
 
     async def search(
         self, query: SemanticQuery, *, max_age: float | None
     ) -> tuple[list[float], ScoredPoint | None]:
         """Embed and return the top-1 unexpired neighbour in scope (any score)."""
         started = time.perf_counter()
-        vector = await self.embedder.embed(query.text)
+        with self.tracing.span("deja.embed"):
+            vector = await self.embedder.embed(query.text)
         if self.on_embedded is not None:
             self.on_embedded(time.perf_counter() - started)
         now = time.time()

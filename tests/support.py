@@ -78,7 +78,8 @@ async def gateway(**settings: Any) -> AsyncIterator[tuple[str, Any]]:
     settings.setdefault("model_dir", MODEL_DIR)
     with tempfile.TemporaryDirectory(prefix="deja-test-") as data_dir:
         settings.setdefault("data_dir", Path(data_dir))
-        app = create_app(Settings(**settings))
+        exporter = settings.pop("span_exporter", None)
+        app = create_app(Settings(**settings), span_exporter=exporter)
         async with serve(app) as url:
             yield url, app
 

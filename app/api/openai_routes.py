@@ -3,6 +3,8 @@ parameter machinery, and the body is read once, bounded by ``max_body_bytes``.""
 
 from __future__ import annotations
 
+import itertools
+import secrets
 import time
 
 from starlette.requests import Request
@@ -31,6 +33,17 @@ def header_map(request: Request) -> dict[str, str]:
     """The request headers as a plain dict with lower-case names, built in one pass (the
     ASGI server already lower-cases names; a repeated header keeps its last value)."""
     return {k.decode("latin-1"): v.decode("latin-1") for k, v in request.scope["headers"]}
+
+
+_REQUEST_PREFIX = secrets.token_hex(4)
+_REQUEST_COUNTER = itertools.count(1)
+
+
+def request_id(sent: str | None) -> str:
+    """The client's ``X-Request-Id`` when it is sane, else a new process-unique id."""
+    if sent and len(sent) <= 128 and sent.isprintable():
+        return sent
+    return f"deja-{_REQUEST_PREFIX}-{next(_REQUEST_COUNTER):x}"
 
 
 async def read_body(request: Request, headers: dict[str, str], limit: int) -> bytes:
@@ -101,6 +114,7 @@ async def _generate(request: Request, endpoint: Endpoint) -> Response:
         namespace=headers.get("x-deja-namespace", ""),
         cache=tenant.cache is not False,
         tenant_threshold=tenant.threshold,
+        request_id=request_id(headers.get("x-request-id")),
     )
     await ensure_model(gateway, req.model)
     return await gateway.pipeline.handle(req, _disconnect_waiter(request.receive))

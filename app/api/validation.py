@@ -130,6 +130,7 @@ def validate(
     namespace: str = "",
     cache: bool = True,
     tenant_threshold: float | None = None,
+    request_id: str = "",
 ) -> GatewayRequest:
     """Parse and check one request body into a :class:`GatewayRequest`."""
     body = parse_json(raw)
@@ -170,6 +171,7 @@ def validate(
         namespace=_check_namespace(namespace),
         cache=cache,
         tenant_threshold=tenant_threshold,
+        request_id=request_id,
     )
 
 

@@ -1,0 +1,87 @@
+"""Trace shape (in-memory span exporter) and the one-JSON-line-per-request access log."""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+
+import httpx
+import pytest
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from app.sim.runner import SimCluster
+from tests.conftest import SIM_MODEL
+from tests.support import gateway
+
+pytestmark = pytest.mark.e2e
+
+KEY = "dj-should-never-be-logged"
+
+
+async def test_trace_shape_and_access_log(
+    sims: SimCluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    exporter = InMemorySpanExporter()
+    question = f"How do I configure the agent? {uuid.uuid4().hex[:6]}"
+    body = {"model": SIM_MODEL, "messages": [{"role": "user", "content": question}]}
+    caplog.set_level(logging.INFO, logger="deja.access")
+    async with (
+        gateway(replicas=sims.urls, semantic_enabled=True, span_exporter=exporter) as (url, app),
+        httpx.AsyncClient(base_url=url, headers={"authorization": f"Bearer {KEY}"}) as http,
+    ):
+        miss = await http.post("/v1/chat/completions", json=body, headers={"x-request-id": "r-1"})
+        await app.state.gateway.pipeline.drain()
+        hit = await http.post("/v1/chat/completions", json=body)
+    assert (miss.headers["x-deja-cache"], hit.headers["x-deja-cache"]) == ("miss", "exact")
+    assert miss.headers["x-request-id"] == "r-1" and hit.headers["x-request-id"]
+
+    spans = exporter.get_finished_spans()
+    roots = [s for s in spans if s.name == "deja.request"]
+    assert len(roots) == 2
+    by_trace: dict[int, set[str]] = {}
+    for s in spans:
+        by_trace.setdefault(s.context.trace_id, set()).add(s.name)
+    miss_root, hit_root = roots
+    assert by_trace[miss_root.context.trace_id] >= {
+        "deja.request",
+        "deja.exact",
+        "deja.semantic",
+        "deja.embed",
+        "deja.route",
+        "deja.upstream",
+        "deja.store",
+    }
+    assert by_trace[hit_root.context.trace_id] == {"deja.request", "deja.exact"}
+    for s in spans:
+        if s.name != "deja.request":
+            assert s.parent is not None  # every step is a child span
+    attrs = dict(hit_root.attributes or {})
+    assert attrs["deja.cache.outcome"] == "exact"
+    assert attrs["gen_ai.request.model"] == SIM_MODEL
+    assert attrs["gen_ai.usage.output_tokens"] > 0
+    assert attrs["deja.cache.entry_id"] == hit.headers["x-deja-entry"]
+    assert "cache:exact" in attrs["langfuse.trace.tags"]
+    assert dict(miss_root.attributes or {})["deja.replica"] == miss.headers["x-deja-replica"]
+
+    lines = [json.loads(r.getMessage()) for r in caplog.records if r.name == "deja.access"]
+    assert [line["outcome"] for line in lines] == ["miss", "exact"]
+    assert lines[0]["request_id"] == "r-1" and lines[0]["replica"]
+    for line in lines:
+        assert {"request_id", "tenant", "outcome", "similarity", "replica", "latency_ms"} <= set(
+            line
+        )
+    text = "\n".join(r.getMessage() for r in caplog.records)
+    assert question not in text and KEY not in text  # no prompts, never keys
+
+
+def test_tracing_is_off_without_otel_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    from middleware.tracing import Tracing, otel_configured
+
+    for name in ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"):
+        monkeypatch.delenv(name, raising=False)
+    assert not otel_configured() and not Tracing().enabled
+    assert otel_configured({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"})
+    assert not otel_configured(
+        {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_TRACES_EXPORTER": "none"}
+    )
