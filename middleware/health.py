@@ -99,4 +99,6 @@ class HealthMonitor:
                 text = await resp.text()
         except (aiohttp.ClientError, TimeoutError, UnicodeDecodeError):
             return
-        replica.metrics = parse_vllm_metrics(text, time.monotonic())
+        metrics = parse_vllm_metrics(text, time.monotonic())
+        metrics.own_at_scrape = replica.in_flight
+        replica.metrics = metrics

@@ -78,6 +78,9 @@ class ReplicaMetrics:
     #: Mean decode time per output token since the replica started (its histogram's sum/count).
     seconds_per_token: float | None = None
     scraped_at: float = 0.0
+    #: This gateway's in-flight count when the scrape arrived: the part of running + waiting
+    #: that was its own.
+    own_at_scrape: int = 0
 
 
 @dataclass(slots=True, eq=False)
@@ -106,11 +109,14 @@ class Replica:
         return not self.models or any(entry.get("id") == model for entry in self.models)
 
     def load(self, now: float, scrape_interval: float) -> int:
-        """Requests on this replica: this gateway's in-flight count, or the replica's own
-        running + waiting when a fresh scrape says it is busier (other gateways share it)."""
-        fresh = now - self.metrics.scraped_at <= STALE_SCRAPES * scrape_interval
-        scraped = int(self.metrics.running + self.metrics.waiting) if fresh else 0
-        return max(self.in_flight, scraped)
+        """Requests on this replica: this gateway's in-flight count (exact, never stale), plus
+        what other gateways had on it at the last fresh scrape (running + waiting beyond this
+        gateway's own count at that moment)."""
+        m = self.metrics
+        if now - m.scraped_at > STALE_SCRAPES * scrape_interval:
+            return self.in_flight
+        others = int(m.running + m.waiting) - m.own_at_scrape
+        return self.in_flight + max(0, others)
 
 
 def parse_replica(spec: str) -> tuple[str, float]:

@@ -79,10 +79,13 @@ def test_metrics_parsing_accepts_current_and_deprecated_names() -> None:
 
 def test_load_combines_in_flight_and_fresh_scrapes() -> None:
     r = pool().replicas[0]
-    r.in_flight = 2
     r.metrics = parse_vllm_metrics("vllm:num_requests_running 5\nvllm:num_requests_waiting 1", 100)
-    assert r.load(now=101.0, scrape_interval=5.0) == 6  # other gateways' requests count
-    assert r.load(now=200.0, scrape_interval=5.0) == 2  # a stale scrape does not
+    r.metrics.own_at_scrape = 2  # of the 6 on the replica, 2 were this gateway's
+    r.in_flight = 3
+    assert r.load(now=101.0, scrape_interval=5.0) == 3 + 4  # ours now + the others' 4
+    r.in_flight = 0
+    assert r.load(now=101.0, scrape_interval=5.0) == 4  # our finished ones do not linger
+    assert r.load(now=200.0, scrape_interval=5.0) == 0  # a stale scrape does not count
 
 
 def test_round_robin_rotates_and_least_loaded_picks_the_lightest() -> None:
