@@ -54,7 +54,13 @@ def parse_vllm_metrics(text: str, scraped_at: float) -> ReplicaMetrics:
         elif part is not None:
             tpot[part] += value
     per_token = tpot["sum"] / tpot["count"] if tpot["count"] else None
-    return ReplicaMetrics(scraped_at=scraped_at, seconds_per_token=per_token, **sums)
+    return ReplicaMetrics(
+        running=sums["running"],
+        waiting=sums["waiting"],
+        kv_cache_usage=sums["kv_cache_usage"],
+        seconds_per_token=per_token,
+        scraped_at=scraped_at,
+    )
 
 
 class HealthMonitor:
