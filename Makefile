@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 RUNTIME_STAMP := $(VENV)/.deja-runtime
 DEV_STAMP := $(VENV)/.deja-dev
 
-.PHONY: run test lint typecheck unit install dev bench clean redis-server help
+.PHONY: run test lint typecheck unit install dev bench clean redis-server prometheus help
 .DEFAULT_GOAL := help
 
 help:
@@ -46,7 +46,14 @@ lint: $(DEV_STAMP)
 typecheck: $(DEV_STAMP)
 	$(BIN)/mypy
 
-test: $(DEV_STAMP) redis-server lint typecheck
+# The deploy checks run promtool and a real Prometheus (Debian's prometheus package).
+prometheus:
+	@command -v promtool >/dev/null && command -v prometheus >/dev/null || { \
+	  echo "prometheus not found: installing it with apt-get"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	    --no-install-recommends prometheus >/dev/null; }
+
+test: $(DEV_STAMP) redis-server prometheus lint typecheck
 	$(BIN)/pytest
 
 bench: $(DEV_STAMP)

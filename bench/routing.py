@@ -133,8 +133,8 @@ def routing_note(config: dict[str, Any] | None) -> str:
     shown = ", ".join(f"{k}={config[k]}" for k in keys if k in config)
     return (
         f"gateway (defaults + the policy's DEJA_ROUTING_*, caches off): {shown}; the router's "
-        "load of a replica is max(its in_flight, running+waiting from the replica's last "
-        "/metrics scrape, taken every health_check_interval_seconds)"
+        "load of a replica is its in_flight plus other gateways' share of running+waiting at "
+        "the replica's last /metrics scrape (taken every health_check_interval_seconds)"
     )
 
 

@@ -218,6 +218,13 @@ class Settings(BaseSettings):
             cleaned.append(url.rstrip("/") + (f";{params}" if params else ""))
         return cleaned
 
+    @field_validator("admin_key", "replica_api_key", "qdrant_api_key")
+    @classmethod
+    def _no_empty_secret(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and not value.get_secret_value().strip():
+            raise ValueError("a key, when set, must not be empty")
+        return value
+
     @field_validator("temporal_extra_patterns")
     @classmethod
     def _check_patterns(cls, value: list[str]) -> list[str]:

@@ -263,8 +263,9 @@ class Pipeline:
         except SEMANTIC_ERRORS as exc:
             self._semantic_failed(exc)
             return dataclasses.replace(lookup, query=None)
+        finally:  # every attempt counts, failed ones too (the timeout alert divides by it)
+            self.metrics.lookup("semantic", time.perf_counter() - started)
         self._semantic_ok()
-        self.metrics.lookup("semantic", time.perf_counter() - started)
         score = point.score if point is not None else None
         if score is not None:
             self.metrics.similarity.observe(score)

@@ -197,6 +197,8 @@ class Upstream:
         On return the replica's ``in_flight`` counts this request; the caller decrements it.
         """
         route = self.router.route(model, key)
+        # The key travels on, so an L7 balancer between deja and the replicas can hash on it.
+        headers = self._headers if key is None else {**self._headers, "x-prefix-hash": key}
         last: UpstreamError | None = None
         for attempt, replica in enumerate(route.order[:MAX_ATTEMPTS]):
             if attempt:
@@ -207,9 +209,7 @@ class Upstream:
             replica.in_flight += 1
             sent = time.perf_counter()
             try:
-                response = await self._session.post(
-                    replica.url + path, data=body, headers=self._headers
-                )
+                response = await self._session.post(replica.url + path, data=body, headers=headers)
             except _FAILOVER_ERRORS as exc:
                 replica.in_flight -= 1
                 self.metrics.upstream_answer(replica.name, "error", None)

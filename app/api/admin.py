@@ -32,7 +32,7 @@ def require_admin(request: Request) -> Gateway:
     """The gateway, once the caller has shown the admin key."""
     gateway = gateway_of(request)
     key = gateway.settings.admin_key
-    if key is None:
+    if key is None or not key.get_secret_value():
         raise PermissionDeniedError("the admin API is disabled: set DEJA_ADMIN_KEY to enable it")
     sent = request.headers.get("authorization", "")
     scheme, _, token = sent.partition(" ")

@@ -32,6 +32,7 @@ class Capture:
     def __init__(self) -> None:
         self.bodies: list[bytes] = []
         self.auth: list[str | None] = []
+        self.prefix: list[str | None] = []
 
     def app(self) -> Starlette:
         async def models(request: Request) -> Response:
@@ -41,6 +42,7 @@ class Capture:
             body = await request.body()
             self.bodies.append(body)
             self.auth.append(request.headers.get("authorization"))
+            self.prefix.append(request.headers.get("x-prefix-hash"))
             if orjson.loads(body).get("stream"):
                 return Response(b"data: [DONE]\n\n", media_type="text/event-stream")
             return JSONResponse(ANSWER)
@@ -81,6 +83,23 @@ async def test_unknown_fields_reach_the_replica_byte_for_byte(
     assert resp.status_code == 200 and resp.headers["x-deja-cache"] == "miss"
     assert capture.bodies == [raw]
     assert capture.auth == ["Bearer replica-secret"]  # the client's key never travels upstream
+    assert capture.prefix == [None]  # no system prompt, no tools: no prefix key
+
+
+async def test_the_prefix_key_travels_to_the_replica(replica: tuple[str, Capture]) -> None:
+    url, capture = replica
+    body = {
+        "model": "m",
+        "messages": [{"role": "system", "content": "S"}, {"role": "user", "content": "q"}],
+    }
+    async with gateway(replicas=[url]) as (gw, _), httpx.AsyncClient() as http:
+        resp = await http.post(gw + "/v1/chat/completions", json=body)
+        await http.post(
+            gw + "/v1/chat/completions",
+            json=body,
+            headers={"x-prefix-hash": "doc-42", "cache-control": "no-cache"},
+        )
+    assert capture.prefix == [resp.headers["x-prefix-hash"], "doc-42"]
 
 
 async def test_stream_asks_upstream_for_usage_only_when_it_may_store(

@@ -86,3 +86,9 @@ def test_readme_documents_every_setting() -> None:
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     missing = [n for n in Settings.model_fields if f"`DEJA_{n.upper()}`" not in readme]
     assert not missing, f"settings missing from the README's configuration table: {missing}"
+
+
+def test_empty_keys_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DEJA_ADMIN_KEY", "")
+    with pytest.raises(ConfigError):
+        load_settings()
