@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -47,6 +48,10 @@ class CachedAnswer:
 
     def age(self, now: float) -> float:
         return max(0.0, now - self.created_at)
+
+    def older_than(self, max_age: float | None) -> bool:
+        """True when a ``Cache-Control: max-age`` rules this answer out."""
+        return max_age is not None and self.age(time.time()) > max_age
 
 
 def answer_from_json(

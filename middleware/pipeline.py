@@ -11,7 +11,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 import orjson
 from opentelemetry.trace import Span
@@ -19,11 +19,11 @@ from starlette.responses import Response, StreamingResponse
 
 from app.errors import (
     CacheUnavailableError,
-    ClientGoneError,
     DejaError,
     EmbedderError,
     UpstreamError,
 )
+from middleware.disconnect import Disconnected, until_disconnect
 from middleware.entry import CachedAnswer, answer_from_json
 from middleware.exact import ExactStore
 from middleware.keys import exact_key
@@ -44,25 +44,18 @@ from middleware.semantic import (
     question_text,
     semantic_query,
 )
-from middleware.sse import UsageChunkFilter, answer_from_sse
+from middleware.sse import UsageChunkFilter, answer_from_sse, error_event, with_usage_requested
 from middleware.stats import Stats
+from middleware.telemetry import RequestRecord, record_request
 from middleware.temporal import TemporalDetector
 from middleware.thresholds import Thresholds
 from middleware.tracing import Tracing, set_attributes
 from middleware.upstream import Upstream
 
 log = logging.getLogger("deja.pipeline")
-#: One JSON line per request: ids, tenant, outcome, similarity, replica, latency. No prompts or
-#: keys, ever.
-access_log = logging.getLogger("deja.access")
 
-T = TypeVar("T")
-
-#: Completes when the client has disconnected.
-Disconnected = Callable[[], Coroutine[Any, Any, None]]
 
 SSE = "text/event-stream"
-_DONE = b"data: [DONE]\n\n"
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,49 +145,22 @@ class Pipeline:
         span: Span | None = None,
     ) -> None:
         """Metrics, the trace's request attributes and the access-log line, once per request."""
-        seconds = time.perf_counter() - started
-        outcome = lookup.outcome.value
-        self.metrics.request(req.endpoint, outcome, req.tenant, seconds)
         entry = lookup.answer.entry_id if lookup.answer is not None else lookup.key
-        if span is not None:
-            usage = (lookup.answer.usage or {}) if lookup.answer is not None else {}
-            set_attributes(
-                span,
-                {
-                    "gen_ai.operation.name": "chat"
-                    if req.endpoint == "chat"
-                    else "text_completion",
-                    "gen_ai.request.model": req.model,
-                    "gen_ai.usage.input_tokens": usage.get("prompt_tokens"),
-                    "gen_ai.usage.output_tokens": usage.get("completion_tokens"),
-                    "deja.cache.outcome": outcome,
-                    "deja.cache.similarity": lookup.similarity,
-                    "deja.cache.entry_id": entry,
-                    "deja.replica": replica,
-                    "deja.tenant": req.tenant,
-                    "http.response.status_code": status,
-                    "langfuse.trace.tags": [f"cache:{outcome}"],
-                    "langfuse.trace.metadata.cache_outcome": outcome,
-                    "langfuse.trace.metadata.similarity": lookup.similarity,
-                },
-            )
-        if self.access_log and access_log.isEnabledFor(logging.INFO):
-            access_log.info(
-                orjson.dumps(
-                    {
-                        "request_id": req.request_id,
-                        "tenant": req.tenant,
-                        "route": req.endpoint,
-                        "model": req.model,
-                        "outcome": outcome,
-                        "similarity": lookup.similarity,
-                        "entry": entry,
-                        "replica": replica,
-                        "status": status,
-                        "latency_ms": round(seconds * 1000, 3),
-                    }
-                ).decode()
-            )
+        record_request(
+            self.metrics,
+            span,
+            req,
+            RequestRecord(
+                outcome=lookup.outcome.value,
+                seconds=time.perf_counter() - started,
+                similarity=lookup.similarity,
+                entry=entry,
+                usage=lookup.answer.usage if lookup.answer is not None else None,
+                replica=replica,
+                status=status,
+            ),
+            log_line=self.access_log,
+        )
 
     async def lookup(self, req: GatewayRequest) -> Lookup:
         """Steps 2-4: bypass, exact, semantic."""
@@ -236,7 +202,7 @@ class Pipeline:
             self.metrics.count(self.metrics.store_errors, "exact")
             return Lookup(Outcome.OFF, key)
         self.metrics.lookup("exact", time.perf_counter() - started)
-        if answer is None or _too_old(answer, req.policy.max_age):
+        if answer is None or answer.older_than(req.policy.max_age):
             return Lookup(Outcome.MISS, key)
         return Lookup(Outcome.EXACT, key, answer)
 
@@ -349,7 +315,7 @@ class Pipeline:
         key: str | None,
         disconnected: Disconnected,
     ) -> Response:
-        reply = await _until_disconnect(
+        reply = await until_disconnect(
             self.upstream.complete(req.path, req.raw, req.model, key), disconnected
         )
         headers = self._miss_headers(req, lookup, reply.replica.name, reply.reason, key)
@@ -379,8 +345,8 @@ class Pipeline:
         store = self._should_store(req, lookup)
         # A stored answer must carry usage, so ask for it and hide it if the client did not.
         hide_usage = store and not req.include_usage
-        body = _with_usage(req.body) if hide_usage else req.raw
-        opened = await _until_disconnect(
+        body = with_usage_requested(req.body) if hide_usage else req.raw
+        opened = await until_disconnect(
             self.upstream.open_stream(req.path, body, req.model, key), disconnected
         )
         replica = opened.replica.name
@@ -402,7 +368,7 @@ class Pipeline:
                     yield rest
                 finished = True
             except UpstreamError as exc:
-                yield _error_event(exc.message, exc.code or "upstream_error")
+                yield error_event(exc.message, exc.code or "upstream_error")
             finally:
                 opened.close()
                 self._observe(req, lookup, started, replica)
@@ -516,33 +482,3 @@ class Pipeline:
         """Wait for pending stores (used at shutdown and by tests)."""
         if self._background:
             await asyncio.gather(*self._background, return_exceptions=True)
-
-
-def _too_old(answer: CachedAnswer, max_age: float | None) -> bool:
-    return max_age is not None and answer.age(time.time()) > max_age
-
-
-def _with_usage(body: dict[str, Any]) -> bytes:
-    options = body.get("stream_options") or {}
-    return orjson.dumps({**body, "stream_options": {**options, "include_usage": True}})
-
-
-def _error_event(message: str, code: str) -> bytes:
-    error = {"error": {"message": message, "type": "upstream_error", "param": None, "code": code}}
-    return b"data: " + orjson.dumps(error) + b"\n\n" + _DONE
-
-
-async def _until_disconnect(work: Coroutine[Any, Any, T], disconnected: Disconnected) -> T:
-    """Run ``work`` but cancel it as soon as the client goes away."""
-    loop = asyncio.get_running_loop()
-    task = loop.create_task(work)
-    watcher = loop.create_task(disconnected())
-    try:
-        done, _ = await asyncio.wait((task, watcher), return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        watcher.cancel()
-        if not task.done():
-            task.cancel()
-    if task not in done:
-        raise ClientGoneError("the client went away before the replica answered")
-    return task.result()

@@ -21,8 +21,8 @@ from app.errors import (
     NoHealthyReplicaError,
 )
 from app.state import Gateway, gateway_of
+from middleware.disconnect import Disconnected
 from middleware.keys import Endpoint
-from middleware.pipeline import Disconnected
 from middleware.policy import parse_policy
 
 #: An unknown model triggers at most one model-list refresh per this many seconds.

@@ -3,6 +3,9 @@
 Endpoints: ``POST /v1/chat/completions``, ``POST /v1/completions`` (both with
 ``stream: true``), ``GET /v1/models``, ``GET /health``, ``GET /metrics`` and the runtime
 fault control ``GET``/``PUT /sim/faults``. For tests, benchmarks and demos only.
+
+Response bodies are built by :mod:`app.sim.responses`; SSE streaming and client-disconnect
+handling live in :mod:`app.sim.sse`.
 """
 
 from __future__ import annotations
@@ -11,10 +14,9 @@ import asyncio
 import contextlib
 import random
 import time
-import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -22,7 +24,6 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
 
 from app.sim.config import SimConfig
 from app.sim.engine import (
@@ -36,6 +37,17 @@ from app.sim.engine import (
     tokenize,
 )
 from app.sim.metrics import METRICS_CONTENT_TYPE, SimMetrics
+from app.sim.responses import (
+    Job,
+    Kind,
+    completion_body,
+    error_body,
+    json_response,
+    response_head,
+    stream_chunk,
+    usage_chunk,
+)
+from app.sim.sse import SSEResponse, SSEWriter, race_disconnect
 
 __all__ = ["OWNED_BY", "FaultSettings", "SimState", "create_sim_app"]
 
@@ -43,7 +55,6 @@ OWNED_BY = "deja-sim (simulated)"
 """``owned_by`` of the served model in ``GET /v1/models``."""
 
 _MAX_N = 128
-_Kind = Literal["chat", "completion"]
 
 
 class FaultSettings(BaseModel):
@@ -80,120 +91,9 @@ class _BadRequest(Exception):
         self.param = param
 
 
-@dataclass
-class _Job:
-    """A parsed, validated generation request."""
-
-    kind: _Kind
-    prompts: list[RenderedPrompt]
-    generations: list[Generation]  # one per choice, index = prompt_idx * n + j
-    n: int
-    stream: bool
-    include_usage: bool
-    prompt_tokens: int = 0
-    cached_tokens: int = 0
-
-    @property
-    def completion_tokens(self) -> int:
-        return sum(g.num_tokens for g in self.generations)
-
-    def usage(self) -> dict[str, Any]:
-        completion = self.completion_tokens
-        return {
-            "prompt_tokens": self.prompt_tokens,
-            "completion_tokens": completion,
-            "total_tokens": self.prompt_tokens + completion,
-            "prompt_tokens_details": {"cached_tokens": self.cached_tokens},
-        }
-
-
 async def _maybe_sleep(seconds: float) -> None:
     if seconds > 0:
         await asyncio.sleep(seconds)
-
-
-async def _wait_disconnect(receive: Receive) -> None:
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            return
-
-
-async def _cancel_and_wait(*tasks: asyncio.Future[Any]) -> None:
-    for task in tasks:
-        task.cancel()
-    for task in tasks:
-        with contextlib.suppress(BaseException):
-            await task
-
-
-async def _race_disconnect(receive: Receive, work: Awaitable[Any]) -> tuple[bool, Any]:
-    """Run ``work`` until it ends or the client disconnects (then ``work`` is cancelled).
-
-    Returns ``(True, result)`` when ``work`` finished, ``(False, None)`` on disconnect.
-    """
-    task = asyncio.ensure_future(work)
-    watcher = asyncio.ensure_future(_wait_disconnect(receive))
-    try:
-        await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
-    except BaseException:
-        await _cancel_and_wait(task, watcher)
-        raise
-    if task.done():
-        await _cancel_and_wait(watcher)
-        return True, task.result()
-    await _cancel_and_wait(task)
-    return False, None
-
-
-class _SSEResponse(Response):
-    """A streaming response whose producer writes SSE bytes itself; the producer is
-    cancelled (``CancelledError`` raised inside it) as soon as the client disconnects.
-    """
-
-    media_type = "text/event-stream"
-
-    def __init__(
-        self,
-        producer: Callable[[_SSEWriter], Awaitable[None]],
-        headers: Mapping[str, str],
-    ) -> None:
-        self.status_code = 200
-        self.background = None
-        self._producer = producer
-        self.init_headers(headers)
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
-        writer = _SSEWriter(send)
-        finished, _ = await _race_disconnect(receive, self._producer(writer))
-        if finished:
-            await writer.flush()
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
-
-
-class _SSEWriter:
-    """Buffers SSE events; flushed before every sleep and at the end (few sends at speed 0)."""
-
-    def __init__(self, send: Send) -> None:
-        self._send = send
-        self._buffer: list[bytes] = []
-
-    def event(self, payload: Mapping[str, Any]) -> None:
-        self._buffer.append(b"data: " + orjson.dumps(payload) + b"\n\n")
-
-    def done(self) -> None:
-        self._buffer.append(b"data: [DONE]\n\n")
-
-    async def flush(self) -> None:
-        if self._buffer:
-            body = b"".join(self._buffer)
-            self._buffer.clear()
-            await self._send({"type": "http.response.body", "body": body, "more_body": True})
-
-
-def _json(obj: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> Response:
-    return Response(orjson.dumps(obj), status, headers=headers, media_type="application/json")
 
 
 def create_sim_app(config: SimConfig) -> Starlette:
@@ -224,8 +124,7 @@ def create_sim_app(config: SimConfig) -> Starlette:
         param: str | None = None,
         code: str | int | None = None,
     ) -> Response:
-        body = {"error": {"message": message, "type": type_, "param": param, "code": code}}
-        return _json(body, status, replica_header)
+        return json_response(error_body(message, type_, param, code), status, replica_header)
 
     # ---------------------------------------------------------------- request parsing
 
@@ -237,7 +136,7 @@ def create_sim_app(config: SimConfig) -> Starlette:
             raise _BadRequest(f"'{name}' must be an integer >= {minimum}", name)
         return value
 
-    def parse_job(payload: Mapping[str, Any], kind: _Kind) -> _Job:
+    def parse_job(payload: Mapping[str, Any], kind: Kind) -> Job:
         if kind == "chat":
             try:
                 prompts = [chat_prompt(payload.get("messages"))]
@@ -275,7 +174,7 @@ def create_sim_app(config: SimConfig) -> Starlette:
                 )
             gen = generate(prompt.text, room if max_tokens is None else max_tokens)
             generations.extend([gen] * n)
-        return _Job(kind, prompts, generations, n, stream, include_usage)
+        return Job(kind, prompts, generations, n, stream, include_usage)
 
     def chat_prompt(messages: Any) -> RenderedPrompt:
         text = render_chat(messages)
@@ -300,7 +199,7 @@ def create_sim_app(config: SimConfig) -> Starlette:
             engine.release_blocks(blocks)
             state.slots.release()
 
-    def record_finish(job: _Job, arrival: float, first: float | None) -> None:
+    def record_finish(job: Job, arrival: float, first: float | None) -> None:
         end = time.perf_counter()
         steps = max((g.num_tokens for g in job.generations), default=0)
         if first is not None and steps > 1:
@@ -311,14 +210,7 @@ def create_sim_app(config: SimConfig) -> Starlette:
 
     # ---------------------------------------------------------------- responses
 
-    def base(kind: _Kind, rid: str, created: int, chunk: bool) -> dict[str, Any]:
-        if kind == "chat":
-            obj = "chat.completion.chunk" if chunk else "chat.completion"
-        else:
-            obj = "text_completion"
-        return {"id": rid, "object": obj, "created": created, "model": config.model}
-
-    async def run_blocking(job: _Job, arrival: float, headers: dict[str, str]) -> Response:
+    async def run_blocking(job: Job, arrival: float, headers: dict[str, str]) -> Response:
         steps = max((g.num_tokens for g in job.generations), default=0)
         total_tokens = job.prompt_tokens + job.completion_tokens
         first: float | None = None
@@ -330,53 +222,16 @@ def create_sim_app(config: SimConfig) -> Starlette:
             await _maybe_sleep(engine.decode_seconds_per_token() * max(steps - 1, 0))
             metrics.generation_tokens.inc(job.completion_tokens)
         record_finish(job, arrival, first)
-        prefix = "chatcmpl-" if job.kind == "chat" else "cmpl-"
-        body = base(job.kind, prefix + uuid.uuid4().hex, int(time.time()), chunk=False)
-        choices: list[dict[str, Any]] = []
-        for index, gen in enumerate(job.generations):
-            if job.kind == "chat":
-                choices.append(
-                    {
-                        "index": index,
-                        "message": {"role": "assistant", "content": gen.text},
-                        "logprobs": None,
-                        "finish_reason": gen.finish_reason,
-                    }
-                )
-            else:
-                choices.append(
-                    {
-                        "index": index,
-                        "text": gen.text,
-                        "logprobs": None,
-                        "finish_reason": gen.finish_reason,
-                    }
-                )
-        body["choices"] = choices
-        body["usage"] = job.usage()
-        return _json(body, 200, headers)
+        return json_response(completion_body(job, config.model), 200, headers)
 
-    def streaming(job: _Job, arrival: float, headers: dict[str, str]) -> Response:
-        prefix = "chatcmpl-" if job.kind == "chat" else "cmpl-"
-        head = base(job.kind, prefix + uuid.uuid4().hex, int(time.time()), chunk=True)
+    def streaming(job: Job, arrival: float, headers: dict[str, str]) -> Response:
+        head = response_head(job.kind, config.model, chunk=True)
         chat = job.kind == "chat"
 
         def chunk(index: int, piece: str | None, finish: str | None) -> dict[str, Any]:
-            choice: dict[str, Any] = {"index": index}
-            if chat:
-                if piece is None and finish is None:
-                    choice["delta"] = {"role": "assistant", "content": ""}
-                elif piece is not None:
-                    choice["delta"] = {"content": piece}
-                else:
-                    choice["delta"] = {}
-            else:
-                choice["text"] = piece or ""
-            choice["logprobs"] = None
-            choice["finish_reason"] = finish
-            return {**head, "choices": [choice]}
+            return stream_chunk(head, chat, index, piece, finish)
 
-        async def produce(writer: _SSEWriter) -> None:
+        async def produce(writer: SSEWriter) -> None:
             steps = max((g.num_tokens for g in job.generations), default=0)
             total_tokens = job.prompt_tokens + job.completion_tokens
             decode = engine.decode_seconds_per_token()
@@ -406,14 +261,14 @@ def create_sim_app(config: SimConfig) -> Starlette:
                     writer.event(chunk(index, None, gen.finish_reason))
             record_finish(job, arrival, first)
             if job.include_usage:
-                writer.event({**head, "choices": [], "usage": job.usage()})
+                writer.event(usage_chunk(head, job))
             writer.done()
 
-        return _SSEResponse(produce, {**headers, "Cache-Control": "no-cache"})
+        return SSEResponse(produce, {**headers, "Cache-Control": "no-cache"})
 
     # ---------------------------------------------------------------- generation flow
 
-    async def generation(body: bytes, kind: _Kind) -> Response:
+    async def generation(body: bytes, kind: Kind) -> Response:
         faults = state.faults
         await _maybe_sleep(faults.added_latency_ms / 1000.0)
         if faults.error_rate > 0 and state.rng.random() < faults.error_rate:
@@ -459,9 +314,9 @@ def create_sim_app(config: SimConfig) -> Starlette:
             return streaming(job, arrival, headers)
         return await run_blocking(job, arrival, headers)
 
-    async def guarded(request: Request, kind: _Kind) -> Response:
+    async def guarded(request: Request, kind: Kind) -> Response:
         body = await request.body()
-        finished, response = await _race_disconnect(request.receive, generation(body, kind))
+        finished, response = await race_disconnect(request.receive, generation(body, kind))
         if finished:
             assert isinstance(response, Response)
             return response
@@ -485,11 +340,11 @@ def create_sim_app(config: SimConfig) -> Starlette:
             "parent": None,
             "max_model_len": config.max_model_len,
         }
-        return _json({"object": "list", "data": [card]}, 200, replica_header)
+        return json_response({"object": "list", "data": [card]}, 200, replica_header)
 
     async def health(request: Request) -> Response:
         body = {"status": "ok", "simulated": True, "replica": config.replica_name}
-        return _json(body, 200, replica_header)
+        return json_response(body, 200, replica_header)
 
     async def metrics_endpoint(request: Request) -> Response:
         metrics.sync_preemptions()
@@ -509,7 +364,7 @@ def create_sim_app(config: SimConfig) -> Starlette:
                 state.faults = FaultSettings.model_validate({**state.faults.model_dump(), **update})
             except ValidationError as exc:
                 return error(400, f"Invalid fault settings: {exc}")
-        return _json(state.faults.model_dump(), 200, replica_header)
+        return json_response(state.faults.model_dump(), 200, replica_header)
 
     routes = [
         Route("/v1/chat/completions", chat_completions, methods=["POST"]),

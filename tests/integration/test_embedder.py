@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from app.errors import EmbedderError
-from middleware import embedder_onnx
+from middleware import embedder_onnx, onnx_derive
 from middleware.embedder import Embedder
 from middleware.embedder_onnx import (
     DIM,
@@ -161,7 +161,7 @@ async def test_falls_back_to_the_shipped_model_when_deriving_fails(
     def broken(*args: object) -> float:
         raise embedder_onnx.DerivationError("no quantiser today")
 
-    monkeypatch.setattr(embedder_onnx, "derive_dynint8", broken)
+    monkeypatch.setattr(onnx_derive, "derive_dynint8", broken)
     # A corrupt cached file must not be used either.
     derived_model_path(tmp_path, source_model_path()).write_bytes(b"not an onnx model")
     with caplog.at_level(logging.WARNING, logger="deja.embedder"):

@@ -18,7 +18,7 @@ import pytest
 import yaml
 from click.testing import CliRunner, Result
 
-from app import admin_cli
+from app import admin_cli, cli_support
 from app.admin_cli import cache_group, keys_group, parse_duration, threshold_group
 
 KEY = "adm-s3cret-key"
@@ -69,7 +69,7 @@ def gw(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeGateway]:
     fake = FakeGateway()
     transport = httpx.MockTransport(fake.handle)
     monkeypatch.setattr(
-        admin_cli, "_client", functools.partial(admin_cli._client, transport=transport)
+        cli_support, "_client", functools.partial(cli_support._client, transport=transport)
     )
     yield fake
 

@@ -1,0 +1,76 @@
+"""What is recorded once per request: metrics, the request span's attributes, the access log."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from opentelemetry.trace import Span
+
+from middleware.metrics import Metrics
+from middleware.request import GatewayRequest
+from middleware.tracing import set_attributes
+
+#: One JSON line per request: ids, tenant, outcome, similarity, replica, latency. No prompts or
+#: keys, ever.
+access_log = logging.getLogger("deja.access")
+
+
+@dataclass(frozen=True, slots=True)
+class RequestRecord:
+    """How one request went."""
+
+    outcome: str
+    seconds: float
+    similarity: float | None
+    entry: str | None
+    usage: dict[str, Any] | None
+    replica: str | None
+    status: int
+
+
+def record_request(
+    metrics: Metrics,
+    span: Span | None,
+    req: GatewayRequest,
+    rec: RequestRecord,
+    *,
+    log_line: bool,
+) -> None:
+    metrics.request(req.endpoint, rec.outcome, req.tenant, rec.seconds)
+    if span is not None:
+        usage = rec.usage or {}
+        set_attributes(
+            span,
+            {
+                "gen_ai.operation.name": "chat" if req.endpoint == "chat" else "text_completion",
+                "gen_ai.request.model": req.model,
+                "gen_ai.usage.input_tokens": usage.get("prompt_tokens"),
+                "gen_ai.usage.output_tokens": usage.get("completion_tokens"),
+                "deja.cache.outcome": rec.outcome,
+                "deja.cache.similarity": rec.similarity,
+                "deja.cache.entry_id": rec.entry,
+                "deja.replica": rec.replica,
+                "deja.tenant": req.tenant,
+                "http.response.status_code": rec.status,
+                "langfuse.trace.tags": [f"cache:{rec.outcome}"],
+                "langfuse.trace.metadata.cache_outcome": rec.outcome,
+                "langfuse.trace.metadata.similarity": rec.similarity,
+            },
+        )
+    if log_line and access_log.isEnabledFor(logging.INFO):
+        line = {
+            "request_id": req.request_id,
+            "tenant": req.tenant,
+            "route": req.endpoint,
+            "model": req.model,
+            "outcome": rec.outcome,
+            "similarity": rec.similarity,
+            "entry": rec.entry,
+            "replica": rec.replica,
+            "status": rec.status,
+            "latency_ms": round(rec.seconds * 1000, 3),
+        }
+        access_log.info(orjson.dumps(line).decode())
