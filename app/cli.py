@@ -20,8 +20,8 @@ def _configure_logging(level: str) -> None:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
-    # The access log and the audit log are JSON lines, nothing around them.
-    for name in ("deja.access", "deja.audit"):
+    # The audit log is JSON lines, nothing around them (the access log writes its own).
+    for name in ("deja.audit",):
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("%(message)s"))
         logger = logging.getLogger(name)

@@ -8,6 +8,7 @@ import logging
 import signal
 import threading
 from collections.abc import AsyncIterator, Callable
+from typing import BinaryIO
 
 from fastapi import FastAPI
 from opentelemetry.sdk.trace.export import SpanExporter
@@ -26,6 +27,7 @@ from app.builders import (
 from app.errors import CacheUnavailableError, ConfigError
 from app.state import Gateway, Stoppable
 from config.settings import Settings
+from middleware.accesslog import AccessLog
 from middleware.exact import ExactStore
 from middleware.health import HealthMonitor
 from middleware.metrics import Metrics
@@ -126,11 +128,13 @@ def create_app(
     *,
     reload: Callable[[], Settings] | None = None,
     span_exporter: SpanExporter | None = None,
+    access_sink: BinaryIO | None = None,
 ) -> DejaApp:
     """Build the gateway: the FastAPI app behind the generation fast path.
 
     ``reload`` re-reads the settings on SIGHUP and ``POST /admin/replicas/reload``;
-    ``span_exporter`` receives the traces (tests); otherwise ``OTEL_*`` variables decide.
+    ``span_exporter`` receives the traces (tests); otherwise ``OTEL_*`` variables decide;
+    ``access_sink`` receives the access log (default stderr).
     """
 
     @contextlib.asynccontextmanager
@@ -158,6 +162,7 @@ def create_app(
         api_key = settings.replica_api_key.get_secret_value() if settings.replica_api_key else None
         metrics = Metrics(tenant_label=settings.metrics_tenant_label)
         tracing = Tracing(span_exporter, batch=span_exporter is None)
+        access_log = AccessLog(access_sink) if settings.access_log else None
         metrics.watch_pool(pool)
         upstream = Upstream(router, http, api_key, metrics)
         monitor = HealthMonitor(
@@ -189,7 +194,7 @@ def create_app(
             thresholds=thresholds,
             metrics=metrics,
             tracing=tracing,
-            access_log_enabled=settings.access_log,
+            access_log=access_log,
         )
         app.state.gateway = Gateway(
             settings=settings,
@@ -213,6 +218,8 @@ def create_app(
             loop.create_task(follow(thresholds, threshold_store)),
             loop.create_task(_refresh_entry_gauges(metrics, exact, semantic)),
         ]
+        if access_log is not None:
+            tasks.append(loop.create_task(access_log.run_forever()))
         hup = _install_sighup(app.state.gateway, reload)
         if semantic is not None:
             tasks.append(

@@ -23,6 +23,7 @@ from app.errors import (
     EmbedderError,
     UpstreamError,
 )
+from middleware.accesslog import AccessLog
 from middleware.disconnect import Disconnected, until_disconnect
 from middleware.entry import CachedAnswer, answer_from_json
 from middleware.exact import ExactStore
@@ -95,7 +96,7 @@ class Pipeline:
         thresholds: Thresholds | None = None,
         metrics: Metrics | None = None,
         tracing: Tracing | None = None,
-        access_log_enabled: bool = False,
+        access_log: AccessLog | None = None,
     ) -> None:
         self.exact = exact
         self.upstream = upstream
@@ -105,7 +106,7 @@ class Pipeline:
         self.stats = Stats()
         self.metrics = metrics or Metrics()
         self.tracing = tracing or Tracing()
-        self.access_log = access_log_enabled
+        self.access_log = access_log
         self.temporal = temporal
         self.verifier = verifier
         self.prefix = prefix or PrefixConfig()
@@ -159,7 +160,7 @@ class Pipeline:
                 replica=replica,
                 status=status,
             ),
-            log_line=self.access_log,
+            access_log=self.access_log,
         )
 
     async def lookup(self, req: GatewayRequest) -> Lookup:

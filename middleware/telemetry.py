@@ -2,20 +2,15 @@
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
 from opentelemetry.trace import Span
 
+from middleware.accesslog import AccessLog
 from middleware.metrics import Metrics
 from middleware.request import GatewayRequest
 from middleware.tracing import set_attributes
-
-#: One JSON line per request: ids, tenant, outcome, similarity, replica, latency. No prompts or
-#: keys, ever.
-access_log = logging.getLogger("deja.access")
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,7 +32,7 @@ def record_request(
     req: GatewayRequest,
     rec: RequestRecord,
     *,
-    log_line: bool,
+    access_log: AccessLog | None,
 ) -> None:
     metrics.request(req.endpoint, rec.outcome, req.tenant, rec.seconds)
     if span is not None:
@@ -60,7 +55,7 @@ def record_request(
                 "langfuse.trace.metadata.similarity": rec.similarity,
             },
         )
-    if log_line and access_log.isEnabledFor(logging.INFO):
+    if access_log is not None:
         line = {
             "request_id": req.request_id,
             "tenant": req.tenant,
@@ -73,4 +68,4 @@ def record_request(
             "status": rec.status,
             "latency_ms": round(rec.seconds * 1000, 3),
         }
-        access_log.info(orjson.dumps(line).decode())
+        access_log.write(line)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import os
 import shutil
 import socket
@@ -79,7 +80,8 @@ async def gateway(**settings: Any) -> AsyncIterator[tuple[str, Any]]:
     with tempfile.TemporaryDirectory(prefix="deja-test-") as data_dir:
         settings.setdefault("data_dir", Path(data_dir))
         exporter = settings.pop("span_exporter", None)
-        app = create_app(Settings(**settings), span_exporter=exporter)
+        sink = settings.pop("access_sink", None) or io.BytesIO()
+        app = create_app(Settings(**settings), span_exporter=exporter, access_sink=sink)
         async with serve(app) as url:
             yield url, app
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import io
 import json
-import logging
 import uuid
 
 import httpx
@@ -19,20 +19,21 @@ pytestmark = pytest.mark.e2e
 KEY = "dj-should-never-be-logged"
 
 
-async def test_trace_shape_and_access_log(
-    sims: SimCluster, caplog: pytest.LogCaptureFixture
-) -> None:
+async def test_trace_shape_and_access_log(sims: SimCluster) -> None:
     exporter = InMemorySpanExporter()
+    sink = io.BytesIO()
     question = f"How do I configure the agent? {uuid.uuid4().hex[:6]}"
     body = {"model": SIM_MODEL, "messages": [{"role": "user", "content": question}]}
-    caplog.set_level(logging.INFO, logger="deja.access")
     async with (
-        gateway(replicas=sims.urls, semantic_enabled=True, span_exporter=exporter) as (url, app),
+        gateway(
+            replicas=sims.urls, semantic_enabled=True, span_exporter=exporter, access_sink=sink
+        ) as (url, app),
         httpx.AsyncClient(base_url=url, headers={"authorization": f"Bearer {KEY}"}) as http,
     ):
         miss = await http.post("/v1/chat/completions", json=body, headers={"x-request-id": "r-1"})
         await app.state.gateway.pipeline.drain()
         hit = await http.post("/v1/chat/completions", json=body)
+        app.state.gateway.pipeline.access_log.flush()
     assert (miss.headers["x-deja-cache"], hit.headers["x-deja-cache"]) == ("miss", "exact")
     assert miss.headers["x-request-id"] == "r-1" and hit.headers["x-request-id"]
 
@@ -64,14 +65,14 @@ async def test_trace_shape_and_access_log(
     assert "cache:exact" in attrs["langfuse.trace.tags"]
     assert dict(miss_root.attributes or {})["deja.replica"] == miss.headers["x-deja-replica"]
 
-    lines = [json.loads(r.getMessage()) for r in caplog.records if r.name == "deja.access"]
+    lines = [json.loads(raw) for raw in sink.getvalue().splitlines()]
     assert [line["outcome"] for line in lines] == ["miss", "exact"]
     assert lines[0]["request_id"] == "r-1" and lines[0]["replica"]
     for line in lines:
         assert {"request_id", "tenant", "outcome", "similarity", "replica", "latency_ms"} <= set(
             line
         )
-    text = "\n".join(r.getMessage() for r in caplog.records)
+    text = sink.getvalue().decode()
     assert question not in text and KEY not in text  # no prompts, never keys
 
 

@@ -1,0 +1,48 @@
+"""The access log: one JSON line per request, written in batches off the request path.
+
+Formatting a line costs one ``orjson.dumps``; the request only appends it to a buffer, and a
+background task writes the buffer to the sink (stderr by default) every ``FLUSH_SECONDS`` in one
+write. Lines hold ids, tenant, outcome, similarity, replica and latency: never prompts or keys.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+from typing import Any, BinaryIO
+
+import orjson
+
+FLUSH_SECONDS = 0.2
+#: Flush early when this many lines are waiting.
+MAX_PENDING = 1024
+
+
+class AccessLog:
+    """Buffered JSON-lines writer."""
+
+    def __init__(self, sink: BinaryIO | None = None) -> None:
+        self._sink = sink if sink is not None else sys.stderr.buffer
+        self._pending: list[bytes] = []
+
+    def write(self, line: dict[str, Any]) -> None:
+        self._pending.append(orjson.dumps(line, option=orjson.OPT_APPEND_NEWLINE))
+        if len(self._pending) >= MAX_PENDING:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self._pending:
+            return
+        data, self._pending = b"".join(self._pending), []
+        with contextlib.suppress(OSError, ValueError):
+            self._sink.write(data)
+            self._sink.flush()
+
+    async def run_forever(self) -> None:
+        try:
+            while True:
+                await asyncio.sleep(FLUSH_SECONDS)
+                self.flush()
+        finally:
+            self.flush()
