@@ -206,11 +206,7 @@ class EdgeVectorStore:
             filter=search_filter(scope, now, created_after),
             with_payload=True,
         )
-        hits = await self._run("search", functools.partial(_search, request=request))
-        return [
-            ScoredPoint(entry_id=str(payload["entry_id"]), score=score, payload=payload)
-            for score, payload in hits
-        ]
+        return await self._search(request)
 
     async def neighbours(
         self, vector: list[float], *, match: dict[str, str], now: float, limit: int
@@ -226,6 +222,9 @@ class EdgeVectorStore:
             filter=qe.Filter(must=must),
             with_payload=True,
         )
+        return await self._search(request)
+
+    async def _search(self, request: qe.SearchRequest) -> list[ScoredPoint]:
         hits = await self._run("search", functools.partial(_search, request=request))
         return [
             ScoredPoint(entry_id=str(payload["entry_id"]), score=score, payload=payload)

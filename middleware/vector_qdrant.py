@@ -202,13 +202,7 @@ class QdrantServerVectorStore:
             ),
             self.timeout,
         )
-        hits: list[ScoredPoint] = []
-        for hit in response.points:
-            payload = hit.payload
-            if payload is not None and "entry_id" in payload:
-                payload.pop(SCOPE_KEY_FIELD, None)
-                hits.append(ScoredPoint(str(payload["entry_id"]), hit.score, payload))
-        return hits
+        return _scored(response.points)
 
     async def neighbours(
         self, vector: list[float], *, match: dict[str, str], now: float, limit: int
@@ -230,13 +224,7 @@ class QdrantServerVectorStore:
             ),
             self.maintenance_timeout,
         )
-        hits: list[ScoredPoint] = []
-        for hit in response.points:
-            payload = hit.payload
-            if payload is not None and "entry_id" in payload:
-                payload.pop(SCOPE_KEY_FIELD, None)
-                hits.append(ScoredPoint(str(payload["entry_id"]), hit.score, payload))
-        return hits
+        return _scored(response.points)
 
     async def delete(self, entry_ids: list[str]) -> None:
         """Remove points by entry id; missing ids are ignored."""
@@ -280,3 +268,14 @@ class QdrantServerVectorStore:
                 await self._client.close()
             except Exception as exc:
                 raise VectorStoreError(f"qdrant client close failed: {exc}") from exc
+
+
+def _scored(points: list[models.ScoredPoint]) -> list[ScoredPoint]:
+    """Hits that carry an entry id, best first, the scope key stripped from the payload."""
+    hits: list[ScoredPoint] = []
+    for hit in points:
+        payload = hit.payload
+        if payload is not None and "entry_id" in payload:
+            payload.pop(SCOPE_KEY_FIELD, None)
+            hits.append(ScoredPoint(str(payload["entry_id"]), hit.score, payload))
+    return hits
