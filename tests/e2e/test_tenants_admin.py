@@ -138,14 +138,15 @@ async def served_from_replica(env: Env, tenant: str, question: str, **kw: Any) -
 
 
 async def test_delete_one_entry_from_both_layers(env: Env) -> None:
-    question = f"What is deja {uuid.uuid4().hex[:8]}?"
-    entry = entry_of(await env.ask("alpha", question, fresh=True))
+    tag = uuid.uuid4().hex[:8]
+    question, ns = f"What is deja {tag}?", f"d-{tag}"  # its own namespace: nothing else answers
+    entry = entry_of(await env.ask("alpha", question, namespace=ns, fresh=True))
     listed = (await env.admin("GET", "/cache/entries", params={"tenant": "alpha"})).json()
     row = next(e for e in listed["entries"] if e["id"] == entry)
     assert row["question"] == question and row["expires_at"] > row["created_at"]
-    assert (await env.ask("alpha", question)).headers["x-deja-cache"] == "exact"
+    assert (await env.ask("alpha", question, namespace=ns)).headers["x-deja-cache"] == "exact"
     assert (await env.admin("DELETE", f"/cache/entries/{entry}")).json()["deleted"]
-    assert await served_from_replica(env, "alpha", question)
+    assert await served_from_replica(env, "alpha", question, namespace=ns)
     assert (await env.admin("DELETE", "/cache/entries/nothex")).status_code == 404
 
 
@@ -154,14 +155,18 @@ async def test_delete_one_entry_from_both_layers(env: Env) -> None:
     [
         {"tenant": "beta"},
         {"tenant": "beta", "model": SIM_MODEL},
-        {"namespace": "ns-x"},
+        {"namespace": "set per case"},
         {"older_than": 0.5},
         {"query": "How can I configure the agent?", "min_similarity": 0.8, "tenant": "beta"},
     ],
 )
 async def test_invalidation_forms(env: Env, where: dict[str, Any]) -> None:
     tag = uuid.uuid4().hex[:6]
-    namespace = "ns-x" if "namespace" in where else ""
+    # Each case asks in a namespace of its own, so no entry left by another test can answer
+    # the question semantically once its own entry is gone.
+    namespace = f"ns-{tag}"
+    if "namespace" in where or "query" in where:
+        where = {**where, "namespace": namespace}
     question = f"How do I configure the agent? {tag}"
     await env.ask("beta", question, namespace=namespace, fresh=True)
     keep = f"What is the capital of France? {tag}"
