@@ -210,7 +210,7 @@ def create_app(
             simulators=simulators,
             reload=reload,
         )
-        await upstream.refresh_models()
+        await asyncio.gather(upstream.refresh_models(), monitor.check_once())
         loop = asyncio.get_running_loop()
         tasks = [
             loop.create_task(_refresh_models_forever(upstream, settings.model_refresh_seconds)),

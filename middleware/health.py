@@ -75,9 +75,10 @@ class HealthMonitor:
         self._timeout = aiohttp.ClientTimeout(total=timeout)
 
     async def run_forever(self) -> None:
+        """Probe every interval (the lifespan runs the first probe before serving)."""
         while True:
-            await self.check_once()
             await asyncio.sleep(self.interval)
+            await self.check_once()
 
     async def check_once(self) -> None:
         await asyncio.gather(*(self._check(r) for r in list(self.pool.replicas)))

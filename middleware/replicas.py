@@ -161,9 +161,6 @@ class ReplicaPool:
         self.ring = HashRing([r.url for r in replicas], {r.url: r.weight for r in replicas})
         self._recompute_known()
 
-    def get(self, url: str) -> Replica | None:
-        return next((r for r in self.replicas if r.url == url), None)
-
     def candidates(self, model: str, now: float | None = None) -> list[Replica]:
         """Usable replicas that serve ``model``, in configuration order."""
         now = time.monotonic() if now is None else now

@@ -101,9 +101,6 @@ class KeyRing:
     def open(self) -> bool:
         return not self._by_hash
 
-    def tenant_for(self, name: str) -> Tenant:
-        return self.tenants.get(name, self.default)
-
     def authenticate(self, authorization: str | None) -> Caller:
         """The caller behind an ``Authorization`` header; 401 for a missing or unknown key."""
         token = _bearer(authorization)

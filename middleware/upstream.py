@@ -321,17 +321,3 @@ class Upstream:
 
         await asyncio.gather(*(one(r) for r in self.pool.replicas))
         self.pool.models_refreshed_at = time.monotonic()
-
-    async def health(self) -> dict[str, bool]:
-        """Probe every replica's ``/health``; name → reachable."""
-
-        async def one(replica: Replica) -> bool:
-            timeout = aiohttp.ClientTimeout(total=HEALTH_TIMEOUT_SECONDS)
-            try:
-                async with self._session.get(replica.url + "/health", timeout=timeout) as resp:
-                    return resp.status == 200
-            except (aiohttp.ClientError, TimeoutError):
-                return False
-
-        results = await asyncio.gather(*(one(r) for r in self.pool.replicas))
-        return {r.name: ok for r, ok in zip(self.pool.replicas, results, strict=True)}

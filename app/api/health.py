@@ -17,9 +17,10 @@ async def healthz(request: Request) -> Response:
 
 
 async def readyz(request: Request) -> Response:
-    """Ready when at least one replica answers ``/health`` and Redis answers, if configured."""
+    """Ready when the health monitor's last probe found a replica up (no probing per call: the
+    monitor already probes every interval) and Redis answers, if configured."""
     gateway = gateway_of(request)
-    replicas = await gateway.upstream.health()
+    replicas = {r.name: r.healthy for r in gateway.upstream.pool.replicas}
     checks: dict[str, object] = {"replicas": replicas}
     ready = any(replicas.values())
     if gateway.exact is not None and gateway.exact.name == "redis":

@@ -7,6 +7,8 @@ from typing import Any
 import orjson
 from starlette.responses import Response
 
+from middleware.responses import JSON, prebuilt
+
 
 def json_response(data: Any, status_code: int = 200) -> Response:
-    return Response(orjson.dumps(data), status_code=status_code, media_type="application/json")
+    return prebuilt(orjson.dumps(data), JSON, {}, status_code)

@@ -81,7 +81,6 @@ async def ensure_model(gateway: Gateway, model: str) -> None:
         return
     if time.monotonic() - pool.models_refreshed_at > MODEL_REFRESH_ON_MISS_SECONDS:
         await gateway.upstream.refresh_models()
-        pool.models_refreshed_at = time.monotonic()
         if model in pool.known_models():
             return
     if not pool.known_models():
