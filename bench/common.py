@@ -7,12 +7,15 @@ Linux, a parent-death signal), so an aborted benchmark leaves nothing behind.
 
 from __future__ import annotations
 
+import argparse
 import atexit
 import contextlib
 import ctypes
+import datetime as dt
 import json
 import math
 import os
+import platform
 import re
 import resource
 import shlex
@@ -23,7 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -780,3 +783,34 @@ def percentile(values: Sequence[float], pct: float) -> float:
     ordered = sorted(values)
     rank = max(1, math.ceil(pct / 100 * len(ordered)))
     return ordered[min(rank, len(ordered)) - 1]
+
+
+def run_meta(args: argparse.Namespace, replica: str) -> dict[str, Any]:
+    """The ``meta`` record every benchmark JSON starts with (machine, load, pinning, args)."""
+    return {
+        "started_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+        "pinning": pinning_note(),
+        "load_at_start": load_note(),
+        "pinned": PINNING,
+        "cpus": os.cpu_count(),
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "replica": replica,
+    }
+
+
+def run_guarded(body: Callable[[], None]) -> int | None:
+    """Run a benchmark body, always stopping its processes; an exit code when it failed."""
+    try:
+        body()
+    except BenchError as exc:
+        print(f"\nBENCHMARK FAILED: {exc}", file=sys.stderr)
+        print(f"server logs kept in {log_dir()}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("\ninterrupted; stopping the benchmark processes", file=sys.stderr)
+        return 130
+    finally:
+        stop_all()
+    return None

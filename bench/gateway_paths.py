@@ -17,11 +17,9 @@ machine, not absolute claims. See bench/README.md.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import math
 import os
-import platform
 import statistics
 import sys
 import time
@@ -32,7 +30,6 @@ import httpx
 from common import (
     COMMANDS,
     LOADGEN_CPU,
-    PINNING,
     RESULTS_DIR,
     SERVER_CPU,
     BenchError,
@@ -44,19 +41,19 @@ from common import (
     fmt,
     gateway_config,
     gateway_env,
-    load_note,
     log_dir,
     percentile,
     pinning_note,
     ratio,
     remove_logs,
+    run_guarded,
     run_interleaved,
     run_json_command,
+    run_meta,
     run_wrk,
     start_bare_server,
     start_gateway,
     start_sim,
-    stop_all,
     stop_process,
     table,
     verdict,
@@ -668,19 +665,7 @@ def parse_args() -> argparse.Namespace:
 def main() -> int:
     args = parse_args()
     started = time.monotonic()
-    results: dict[str, Any] = {
-        "meta": {
-            "started_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-            "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
-            "pinning": pinning_note(),
-            "load_at_start": load_note(),
-            "pinned": PINNING,
-            "cpus": os.cpu_count(),
-            "python": sys.version.split()[0],
-            "platform": platform.platform(),
-            "replica": "SIMULATED (deja sim)",
-        }
-    }
+    results: dict[str, Any] = {"meta": run_meta(args, "SIMULATED (deja sim)")}
     print("deja gateway paths benchmark -- the replica is SIMULATED (deja sim)")
     print(pinning_note())
     print(results["meta"]["load_at_start"])
@@ -691,7 +676,8 @@ def main() -> int:
     results["meta"]["gateway_caches"] = cache_note(config)
     print(results["meta"]["gateway_caches"])
     workdir = log_dir()  # captured bodies and headers live next to the server logs
-    try:
+
+    def body() -> None:
         if "exact" not in args.skip or "miss" not in args.skip:
             banner("setup: simulated replica (speed 0) + gateway")
             sim = start_sim("sim", cpu=LOADGEN_CPU, args=["--speed", "0"])
@@ -706,15 +692,10 @@ def main() -> int:
                 stop_process(sim)
         if "stream" not in args.skip:
             results["stream"] = bench_stream(args, workdir)
-    except BenchError as exc:
-        print(f"\nBENCHMARK FAILED: {exc}", file=sys.stderr)
-        print(f"server logs kept in {workdir}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("\ninterrupted; stopping the benchmark processes", file=sys.stderr)
-        return 130
-    finally:
-        stop_all()
+
+    failed = run_guarded(body)
+    if failed is not None:
+        return failed
     results["meta"]["wall_s"] = round(time.monotonic() - started, 1)
     results["meta"]["commands"] = list(COMMANDS)
     print(summary(results))

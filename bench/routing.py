@@ -98,9 +98,9 @@ from common import (
     pinning_note,
     ratio,
     remove_logs,
+    run_guarded,
     run_json_command,
     start_process,
-    stop_all,
     stop_process,
     table,
     wait_ready,
@@ -1125,7 +1125,8 @@ def main() -> int:
     ports = pick_ports(args.base_port, REPLICAS + 1)
     ideal_port = ports.pop()
     urls = [f"http://{HOST}:{p}" for p in ports]
-    try:
+
+    def body() -> None:
         if "replay" not in args.skip:
             banner("offline replay of the main sequence through the simulator's PrefixCache")
             t0 = time.monotonic()
@@ -1140,15 +1141,10 @@ def main() -> int:
             if config.key in args.skip or (config.workload == "hot" and "hot" in args.skip):
                 continue
             results["configs"][config.key] = run_config(config, args, workload, ports, ideal_port)
-    except BenchError as exc:
-        print(f"\nBENCHMARK FAILED: {exc}", file=sys.stderr)
-        print(f"server logs kept in {log_dir()}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("\ninterrupted; stopping the benchmark processes", file=sys.stderr)
-        return 130
-    finally:
-        stop_all()
+
+    failed = run_guarded(body)
+    if failed is not None:
+        return failed
     evaluate(results, args)
     evaluate_hot(results, args, workload)
     for key, r in results["configs"].items():

@@ -25,11 +25,9 @@ fewer than 95% of them are ``semantic``. Writes ``bench/results/semantic_paths.j
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import math
 import os
-import platform
 import statistics
 import sys
 import time
@@ -43,7 +41,6 @@ from common import (
     CPUS,
     LOADGEN_CPU,
     MODEL_CACHE_DIR,
-    PINNING,
     RESULTS_DIR,
     SERVER_CPU,
     BenchError,
@@ -54,17 +51,16 @@ from common import (
     fmt,
     gateway_config,
     gateway_env,
-    load_note,
-    log_dir,
     machine_busy_seconds,
     percentile,
     pinning_note,
     ratio,
     remove_logs,
+    run_guarded,
     run_json_command,
+    run_meta,
     start_gateway,
     start_sim,
-    stop_all,
     stop_process,
     table,
 )
@@ -673,18 +669,7 @@ def main() -> int:
     args = parse_args()
     started = time.monotonic()
     results: dict[str, Any] = {
-        "meta": {
-            "started_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-            "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
-            "pinning": pinning_note(),
-            "load_at_start": load_note(),
-            "pinned": PINNING,
-            "cpus": os.cpu_count(),
-            "python": sys.version.split()[0],
-            "platform": platform.platform(),
-            "replica": "SIMULATED (deja sim --speed 0)",
-            "question": args.question,
-        },
+        "meta": {**run_meta(args, "SIMULATED (deja sim --speed 0)"), "question": args.question},
         "warnings": [],
     }
     print("deja semantic-hit path benchmark -- the replica is SIMULATED (deja sim)")
@@ -707,8 +692,8 @@ def main() -> int:
         print("BENCHMARK FAILED: the gateway's embedder is not onnx", file=sys.stderr)
         return 1
     args.embedder_threads = int(config.get("embedder_threads", 1)) if config else 1
-    workdir = log_dir()
-    try:
+
+    def body() -> None:
         banner("setup: simulated replica (speed 0) + gateway, prime the cache")
         sim = start_sim("sim", cpu=LOADGEN_CPU, args=["--speed", "0"])
         gateway = start_gateway("gateway", [sim.url], cpu=SERVER_CPU, env=gw_extra)
@@ -721,15 +706,10 @@ def main() -> int:
         finally:
             stop_process(gateway)
             stop_process(sim)
-    except BenchError as exc:
-        print(f"\nBENCHMARK FAILED: {exc}", file=sys.stderr)
-        print(f"server logs kept in {workdir}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("\ninterrupted; stopping the benchmark processes", file=sys.stderr)
-        return 130
-    finally:
-        stop_all()
+
+    failed = run_guarded(body)
+    if failed is not None:
+        return failed
 
     lat, tp = results["latency"], results["throughput"]
     c1_runs = lat["semantic"].pop("runs")
