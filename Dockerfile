@@ -36,7 +36,7 @@ RUN pip install --no-deps . \
 # writes model files at start-up (the Kubernetes pods run with a read-only root filesystem), and
 # the build fails if the re-quantised model cannot be produced or does not reproduce the source
 # model's probe vectors.
-RUN python -c "from pathlib import Path; from middleware.embedder_onnx import DYNINT8_ID, load_onnx_embedder; e = load_onnx_embedder(Path('/opt/deja/models')); assert e.model_id == DYNINT8_ID, e.model_id; print('baked', e.model_id)" \
+RUN python -c "from pathlib import Path; from deja.embedding.onnx.embedder import DYNINT8_ID, load_onnx_embedder; e = load_onnx_embedder(Path('/opt/deja/models')); assert e.model_id == DYNINT8_ID, e.model_id; print('baked', e.model_id)" \
  && ls -l /opt/deja/models
 
 # ---------------------------------------------------------------------------------------------

@@ -37,7 +37,7 @@ from typing import Any
 import onnxruntime  # type: ignore[import-untyped]
 from common import RESULTS_DIR, banner, load_note, percentile, table, verdict
 
-from middleware.embedder_onnx import OnnxEmbedder, Variant, load_onnx_embedder
+from deja.embedding.onnx.embedder import OnnxEmbedder, Variant, load_onnx_embedder
 
 QUERY = "How do I configure the retry policy of the agent when the upstream server times out?"
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared/data/qqp_dev.jsonl"

@@ -167,7 +167,7 @@ async def run_throughput(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def run_embed(args: argparse.Namespace) -> dict[str, Any]:
-    from middleware.embedder_onnx import load_onnx_embedder
+    from deja.embedding.onnx.embedder import load_onnx_embedder
 
     t0 = time.perf_counter()
     embedder = load_onnx_embedder(Path(args.model_dir), threads=args.threads)

@@ -34,7 +34,7 @@ import numpy as np
 import numpy.typing as npt
 from common import RESULTS_DIR, banner, table
 
-from middleware.embedder_onnx import Variant, load_onnx_embedder
+from deja.embedding.onnx.embedder import Variant, load_onnx_embedder
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared/data/qqp_dev.jsonl"
 THRESHOLDS = [round(0.80 + 0.01 * i, 2) for i in range(20)]

@@ -40,8 +40,8 @@ import numpy as np
 import qdrant_edge as qe
 from common import RESULTS_DIR, banner, load_note, percentile, table, verdict
 
-from middleware.vector_edge import EdgeVectorStore, search_filter
-from middleware.vectorstore import Scope, VectorPoint, collection_name
+from deja.vectorstore.base import Scope, VectorPoint, collection_name
+from deja.vectorstore.edge import EdgeVectorStore, search_filter
 
 DIM = 384
 NOW = 1_700_000_000.0

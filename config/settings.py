@@ -16,11 +16,29 @@ import yaml
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from app.errors import ConfigError
-from middleware.replicas import parse_replica
-
 ENV_PREFIX = "DEJA_"
 MASK = "********"
+
+
+class ConfigError(ValueError):
+    """The configuration cannot be used (bad YAML, unknown key, invalid value).
+
+    Raised at start-up and by the CLI, never on a request; ``deja.errors`` re-exports it.
+    """
+
+
+def parse_replica(spec: str) -> tuple[str, float]:
+    """``http://host:port`` or ``http://host:port;weight=2`` → (url, weight)."""
+    url, _, params = spec.partition(";")
+    weight = 1.0
+    for param in filter(None, params.split(";")):
+        name, _, value = param.partition("=")
+        if name.strip() != "weight":
+            raise ValueError(f"unknown replica parameter {name!r} in {spec!r}")
+        weight = float(value)
+        if not weight > 0:
+            raise ValueError(f"replica weight must be > 0 in {spec!r}")
+    return url.rstrip("/"), weight
 
 
 class Settings(BaseSettings):

@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
-from app.errors import ClientGoneError
+from deja.errors import ClientGoneError
 
 T = TypeVar("T")
 

@@ -1,137 +1,33 @@
-"""Layer 1, the exact-match cache: one interface, an in-process LRU and a Redis backend.
-
-Stores hold :class:`CachedAnswer` records under entry ids. The in-process store keeps the
-objects themselves (an exact hit decodes nothing); Redis stores their orjson bytes. Backends
-raise :class:`app.errors.CacheUnavailableError` when they cannot answer; the pipeline then serves
-the request without the cache (``X-Deja-Cache: off``).
-"""
+"""Step 3 of the request path: the exact layer, keyed by the canonical request."""
 
 from __future__ import annotations
 
 import time
-from collections import OrderedDict
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Protocol
 
-from middleware.entry import CachedAnswer
-
-
-@dataclass(frozen=True, slots=True)
-class StoredEntry:
-    answer: CachedAnswer
-    hits: int
+from deja.cache.exact.base import ExactStore
+from deja.cache.keys import cache_key
+from deja.errors import CacheUnavailableError
+from deja.observability.metrics import Metrics
+from deja.request import GatewayRequest, Outcome
+from middleware.lookup import Lookup
 
 
-class ExactStore(Protocol):
-    """Cached answers under entry ids, each with its own TTL."""
-
-    name: str
-
-    async def get(self, key: str) -> CachedAnswer | None:
-        """The answer under ``key``, or None when absent or expired."""
-
-    async def set(self, key: str, answer: CachedAnswer, ttl: int) -> None:
-        """Store ``answer`` for ``ttl`` seconds."""
-
-    async def delete(self, key: str) -> bool:
-        """Remove ``key``; True when it existed."""
-
-    def note_hit(self, key: str) -> None:
-        """Count a served hit (never blocks the response; best effort)."""
-
-    async def scan(self) -> list[StoredEntry]:
-        """Every live entry with its hit count (admin: listing, invalidation)."""
-
-    async def count(self) -> int:
-        """How many entries the store holds."""
-
-    async def ping(self) -> bool:
-        """True when the backend answers."""
-
-    async def close(self) -> None:
-        """Release what the store created."""
-
-
-class MemoryExactStore:
-    """In-process LRU with per-entry TTL, bounded by entry count and total bytes (each answer
-    counted at its serialised size)."""
-
-    name = "memory"
-
-    def __init__(
-        self,
-        *,
-        max_entries: int,
-        max_bytes: int,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self._max_entries = max_entries
-        self._max_bytes = max_bytes
-        self._clock = clock
-        self._data: OrderedDict[str, tuple[float, int, CachedAnswer]] = OrderedDict()
-        self._hits: dict[str, int] = {}
-        self._bytes = 0
-
-    def __len__(self) -> int:
-        return len(self._data)
-
-    @property
-    def total_bytes(self) -> int:
-        return self._bytes
-
-    def _drop(self, key: str) -> None:
-        _, size, _ = self._data.pop(key)
-        self._hits.pop(key, None)
-        self._bytes -= size
-
-    async def get(self, key: str) -> CachedAnswer | None:
-        item = self._data.get(key)
-        if item is None:
-            return None
-        expires_at, _, answer = item
-        if expires_at <= self._clock():
-            self._drop(key)
-            return None
-        self._data.move_to_end(key)
-        return answer
-
-    async def set(self, key: str, answer: CachedAnswer, ttl: int) -> None:
-        size = len(answer.to_bytes())
-        if size > self._max_bytes:
-            return
-        if key in self._data:
-            self._drop(key)
-        self._data[key] = (self._clock() + ttl, size, answer)
-        self._bytes += size
-        while len(self._data) > self._max_entries or self._bytes > self._max_bytes:
-            self._drop(next(iter(self._data)))
-
-    async def delete(self, key: str) -> bool:
-        if key not in self._data:
-            return False
-        self._drop(key)
-        return True
-
-    def note_hit(self, key: str) -> None:
-        if key in self._data:
-            self._hits[key] = self._hits.get(key, 0) + 1
-
-    async def scan(self) -> list[StoredEntry]:
-        now = self._clock()
-        return [
-            StoredEntry(answer, self._hits.get(key, 0))
-            for key, (expires_at, _, answer) in self._data.items()
-            if expires_at > now
-        ]
-
-    async def count(self) -> int:
-        return len(self._data)
-
-    async def ping(self) -> bool:
-        return True
-
-    async def close(self) -> None:
-        self._data.clear()
-        self._hits.clear()
-        self._bytes = 0
+async def exact_lookup(store: ExactStore | None, req: GatewayRequest, metrics: Metrics) -> Lookup:
+    """An exact hit, or a miss that carries the entry id its answer will be stored under."""
+    if store is None or not req.cache:
+        return Lookup(Outcome.OFF, None)
+    if not req.cacheable:
+        return Lookup(Outcome.MISS, None)
+    entry_id = cache_key(req.tenant, req.endpoint, req.body, req.namespace)
+    if not req.policy.read:
+        return Lookup(Outcome.MISS, entry_id)
+    started = time.perf_counter()
+    try:
+        answer = await store.get(entry_id)
+    except CacheUnavailableError:
+        metrics.count(metrics.store_errors, "exact")
+        return Lookup(Outcome.OFF, entry_id)
+    metrics.lookup("exact", time.perf_counter() - started)
+    if answer is None or answer.older_than(req.policy.max_age):
+        return Lookup(Outcome.MISS, entry_id)
+    return Lookup(Outcome.EXACT, entry_id, answer)

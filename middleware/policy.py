@@ -9,21 +9,9 @@ threshold than the configured one (a looser one is ignored).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
-from app.errors import InvalidRequestError
-
-
-@dataclass(frozen=True, slots=True)
-class CachePolicy:
-    """The cache permissions of one request."""
-
-    read: bool = True
-    write: bool = True
-    max_age: float | None = None
-    ttl: int = 86_400
-    #: X-Deja-Threshold: a stricter similarity threshold for this request (never a looser one).
-    min_similarity: float | None = None
+from deja.errors import InvalidRequestError
+from deja.request import CachePolicy
 
 
 def _parse_seconds(raw: str, header: str) -> int:

@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from middleware.entry import CachedAnswer
+from deja.cache.entry import CachedAnswer
 
 #: Roughly how many characters one replayed ``delta.content`` chunk carries.
 REPLAY_CHUNK_CHARS = 48

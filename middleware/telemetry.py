@@ -7,10 +7,10 @@ from typing import Any
 
 from opentelemetry.trace import Span
 
-from middleware.accesslog import AccessLog
-from middleware.metrics import Metrics
-from middleware.request import GatewayRequest
-from middleware.tracing import set_attributes
+from deja.observability.accesslog import AccessLog
+from deja.observability.metrics import Metrics
+from deja.observability.tracing import set_attributes
+from deja.request import GatewayRequest
 
 
 @dataclass(frozen=True, slots=True)

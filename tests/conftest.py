@@ -4,8 +4,8 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
-from app.sim.config import SimConfig
-from app.sim.runner import SimCluster, start_simulators
+from deja.sim.config import SimConfig
+from deja.sim.runner import SimCluster, start_simulators
 from tests.support import RedisServer, redis_url_from_env
 
 SIM_MODEL = "deja-sim-1"

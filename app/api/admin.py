@@ -18,14 +18,15 @@ from pydantic import BaseModel, Field
 from starlette.responses import Response
 
 from app.api.json import json_response
-from app.errors import (
+from app.gateway import Gateway, gateway_of
+from config.settings import Settings
+from deja.errors import (
     AuthenticationError,
     ConfigError,
     InvalidRequestError,
     PermissionDeniedError,
 )
-from app.state import Gateway, gateway_of
-from config.settings import Settings
+from deja.tenancy.keyring import bearer_token
 
 
 def require_admin(request: Request) -> Gateway:
@@ -35,9 +36,9 @@ def require_admin(request: Request) -> Gateway:
     if key is None or not key.get_secret_value():
         raise PermissionDeniedError("the admin API is disabled: set DEJA_ADMIN_KEY to enable it")
     sent = request.headers.get("authorization", "")
-    scheme, _, token = sent.partition(" ")
+    token = bearer_token(sent)
     expected = key.get_secret_value().encode()
-    if scheme.lower() == "bearer" and hmac.compare_digest(token.encode(), expected):
+    if token and hmac.compare_digest(token.encode(), expected):
         return gateway
     if token and not gateway.keys.open:
         try:
@@ -63,7 +64,7 @@ router = APIRouter(prefix="/admin")
 
 
 def _replica_report(gateway: Gateway) -> dict[str, Any]:
-    pool = gateway.upstream.pool
+    pool = gateway.pool
     now = time.monotonic()
     shares = pool.ring.share_of_keys()
     replicas = []

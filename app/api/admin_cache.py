@@ -9,7 +9,6 @@ both kinds of hit at once. The entry's vector is deleted too, for tidiness.
 from __future__ import annotations
 
 import contextlib
-import re
 import time
 from typing import Any
 
@@ -19,15 +18,15 @@ from starlette.responses import Response
 
 from app.api.admin import Admin, audit
 from app.api.json import json_response
-from app.errors import CacheUnavailableError, InvalidRequestError, NotFoundError
-from app.state import Gateway
-from middleware.entry import CachedAnswer
-from middleware.exact import ExactStore, StoredEntry
-from middleware.semantic import SEMANTIC_ERRORS
+from app.gateway import Gateway
+from deja.cache.entry import CachedAnswer
+from deja.cache.exact.base import ExactStore, StoredEntry
+from deja.cache.keys import ENTRY_ID
+from deja.errors import CacheUnavailableError, InvalidRequestError, NotFoundError
+from deja.semantic.cache import SEMANTIC_ERRORS
 
 router = APIRouter(prefix="/admin")
 
-_ENTRY_ID = re.compile(r"[0-9a-f]{64}")
 
 #: How many nearest questions a similarity query considers.
 QUERY_CANDIDATES = 1000
@@ -48,7 +47,7 @@ async def _entries(gateway: Gateway) -> list[StoredEntry]:
 
 async def _similar(gateway: Gateway, query: str, match: dict[str, str]) -> dict[str, float]:
     """Entry id → similarity of its question to ``query`` (nearest ``QUERY_CANDIDATES``)."""
-    semantic = gateway.pipeline.semantic
+    semantic = gateway.semantic
     if semantic is None:
         raise InvalidRequestError("query needs the semantic layer, which is off", param="q")
     try:
@@ -85,7 +84,7 @@ async def _remove(gateway: Gateway, ids: list[str]) -> int:
             removed += await exact.delete(entry_id)
     except CacheUnavailableError as exc:
         raise InvalidRequestError(f"the exact store is unavailable: {exc}") from exc
-    semantic = gateway.pipeline.semantic
+    semantic = gateway.semantic
     if semantic is not None and ids:
         # The answers are gone; an orphan vector could no longer be served anyway.
         with contextlib.suppress(*SEMANTIC_ERRORS):
@@ -101,7 +100,7 @@ async def cache_stats(gateway: Admin) -> Response:
         exact_entries = await _exact(gateway).count() if gateway.exact is not None else 0
     except CacheUnavailableError:
         exact_entries = None
-    semantic = gateway.pipeline.semantic
+    semantic = gateway.semantic
     semantic_entries: int | None = None
     if semantic is not None:
         try:
@@ -152,7 +151,7 @@ async def list_entries(
 @router.delete("/cache/entries/{entry_id}")
 async def delete_entry(entry_id: str, gateway: Admin) -> Response:
     """One entry, from both layers."""
-    if not _ENTRY_ID.fullmatch(entry_id) or await _remove(gateway, [entry_id]) == 0:
+    if not ENTRY_ID.fullmatch(entry_id) or await _remove(gateway, [entry_id]) == 0:
         raise NotFoundError(f"no cache entry {entry_id}")
     audit(gateway, "cache.delete", count=1, ids=[entry_id])
     return json_response({"id": entry_id, "deleted": True})
@@ -232,9 +231,7 @@ async def put_threshold(change: dict[str, Any], gateway: Admin) -> Response:
     if unknown:
         raise InvalidRequestError(f"unknown fields: {sorted(unknown)}")
     gateway.thresholds.apply(change)
-    try:
-        await gateway.threshold_store.save(gateway.thresholds.as_json())
-    except (OSError, ValueError, CacheUnavailableError) as exc:
-        raise InvalidRequestError(f"θ changed here but could not be shared: {exc}") from exc
+    # A failing store is a ThresholdStoreError: 503, never the client's fault.
+    await gateway.threshold_store.save(gateway.thresholds.as_json())
     audit(gateway, "threshold.set", change=change)
     return json_response(gateway.thresholds.as_json())

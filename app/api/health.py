@@ -8,7 +8,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from app.api.json import json_response
-from app.state import gateway_of
+from app.gateway import gateway_of
 
 
 async def healthz(request: Request) -> Response:
@@ -18,15 +18,15 @@ async def healthz(request: Request) -> Response:
 
 async def readyz(request: Request) -> Response:
     """Ready when the health monitor's last probe found a replica up (no probing per call: the
-    monitor already probes every interval) and Redis answers, if configured."""
+    monitor already probes every interval) and the exact store answers."""
     gateway = gateway_of(request)
-    replicas = {r.name: r.healthy for r in gateway.upstream.pool.replicas}
+    replicas = {r.name: r.healthy for r in gateway.pool.replicas}
     checks: dict[str, object] = {"replicas": replicas}
     ready = any(replicas.values())
-    if gateway.exact is not None and gateway.exact.name == "redis":
-        redis_ok = await gateway.exact.ping()
-        checks["redis"] = redis_ok
-        ready = ready and redis_ok
+    if gateway.exact is not None:  # the in-process store always answers; Redis may not
+        store_ok = await gateway.exact.ping()
+        checks[gateway.exact.name] = store_ok
+        ready = ready and store_ok
     checks["status"] = "ready" if ready else "not ready"
     return json_response(checks, status_code=200 if ready else 503)
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import itertools
 import secrets
-import time
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -14,19 +13,16 @@ from starlette.types import Receive
 
 from app.api.json import json_response
 from app.api.validation import validate
-from app.errors import (
+from app.gateway import Gateway, gateway_of
+from deja.cache.keys import Endpoint
+from deja.errors import (
     BodyTooLargeError,
     ClientGoneError,
     ModelNotFoundError,
     NoHealthyReplicaError,
 )
-from app.state import Gateway, gateway_of
 from middleware.disconnect import Disconnected
-from middleware.keys import Endpoint
 from middleware.policy import parse_policy
-
-#: An unknown model triggers at most one model-list refresh per this many seconds.
-MODEL_REFRESH_ON_MISS_SECONDS = 5.0
 
 
 def header_map(request: Request) -> dict[str, str]:
@@ -76,14 +72,9 @@ def _disconnect_waiter(receive: Receive) -> Disconnected:
 
 async def ensure_model(gateway: Gateway, model: str) -> None:
     """404 for a model no replica serves; 503 when no replica's model list could be read."""
-    pool = gateway.upstream.pool
-    if model in pool.known_models():
+    if await gateway.discovery.knows(model):
         return
-    if time.monotonic() - pool.models_refreshed_at > MODEL_REFRESH_ON_MISS_SECONDS:
-        await gateway.upstream.refresh_models()
-        if model in pool.known_models():
-            return
-    if not pool.known_models():
+    if not gateway.pool.known_models():
         raise NoHealthyReplicaError("no replica is reachable to serve this request")
     raise ModelNotFoundError(
         f"The model '{model}' does not exist or is not served by any replica.", param="model"
@@ -129,13 +120,12 @@ async def completions(request: Request) -> Response:
 
 async def list_models(request: Request) -> Response:
     gateway = gateway_of(request)
-    pool = gateway.upstream.pool
-    if not pool.known_models():
-        await gateway.upstream.refresh_models()
-    return json_response({"object": "list", "data": pool.model_list()})
+    if not gateway.pool.known_models():
+        await gateway.discovery.refresh()
+    return json_response({"object": "list", "data": gateway.pool.model_list()})
 
 
-#: The hot path: served by ``app.asgi.DejaApp`` ahead of FastAPI's middleware and router.
+#: The hot path: served by ``middleware.asgi.DejaApp`` ahead of FastAPI's middleware and router.
 fast_routes = {
     "/v1/chat/completions": chat_completions,
     "/v1/completions": completions,

@@ -11,10 +11,9 @@ from typing import Any
 
 import orjson
 
-from app.errors import InvalidRequestError
-from middleware.keys import Endpoint
-from middleware.policy import CachePolicy
-from middleware.request import GatewayRequest
+from deja.cache.keys import Endpoint
+from deja.errors import InvalidRequestError
+from deja.request import CachePolicy, GatewayRequest
 
 _NUMBER = (int, float)
 _CHAT_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})

@@ -23,7 +23,7 @@ import httpx
 import pytest
 import yaml
 
-from app.sim.runner import SimCluster
+from deja.sim.runner import SimCluster
 from tests.conftest import SIM_MODEL
 from tests.deploy.helpers import (
     DEJA_METRICS,

@@ -18,9 +18,9 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from app.sim.config import SimConfig
-from app.sim.runner import start_simulators
-from middleware.tenants import key_hash
+from deja.sim.config import SimConfig
+from deja.sim.runner import start_simulators
+from deja.tenancy.keyring import key_hash
 from tests.conftest import SIM_MODEL
 from tests.support import gateway
 

@@ -8,7 +8,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from app.sim.runner import SimCluster
+from deja.sim.runner import SimCluster
 from tests.conftest import SIM_MODEL
 from tests.support import gateway
 

@@ -11,8 +11,8 @@ import httpx
 import openai
 import pytest
 
-from app.sim.engine import answer_digest, render_chat
-from app.sim.runner import SimCluster
+from deja.sim.engine import answer_digest, render_chat
+from deja.sim.runner import SimCluster
 from tests.conftest import SIM_MODEL
 from tests.support import gateway
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.sim.runner import SimCluster
+from deja.sim.runner import SimCluster
 from tests.support import MODEL_DIR, free_port
 
 pytestmark = pytest.mark.e2e

@@ -12,10 +12,10 @@ from typing import Any
 import openai
 import pytest
 
-from app.errors import VectorStoreError
-from app.sim.config import SimConfig
-from app.sim.engine import answer_digest, render_chat
-from app.sim.runner import SimCluster, start_simulators
+from deja.errors import VectorStoreError
+from deja.sim.config import SimConfig
+from deja.sim.engine import answer_digest, render_chat
+from deja.sim.runner import SimCluster, start_simulators
 from tests.conftest import SIM_MODEL
 from tests.support import gateway
 
@@ -219,7 +219,7 @@ class BrokenStore:
 
 
 async def test_broken_vector_store_mid_run_serves_misses_then_recovers(env: Env) -> None:
-    semantic = env.app.state.gateway.pipeline.semantic
+    semantic = env.app.state.gateway.semantic
     system = unique_system()
     await env.ask(ORIGINAL, system=system)
     real = semantic.store

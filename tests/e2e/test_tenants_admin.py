@@ -15,8 +15,8 @@ import openai
 import pytest
 import yaml
 
-from app.sim.runner import SimCluster
-from middleware.tenants import key_hash
+from deja.sim.runner import SimCluster
+from deja.tenancy.keyring import key_hash
 from tests.conftest import SIM_MODEL
 from tests.support import gateway
 

@@ -10,7 +10,7 @@ import httpx
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from app.sim.runner import SimCluster
+from deja.sim.runner import SimCluster
 from tests.conftest import SIM_MODEL
 from tests.support import gateway
 
@@ -33,7 +33,7 @@ async def test_trace_shape_and_access_log(sims: SimCluster) -> None:
         miss = await http.post("/v1/chat/completions", json=body, headers={"x-request-id": "r-1"})
         await app.state.gateway.pipeline.drain()
         hit = await http.post("/v1/chat/completions", json=body)
-        app.state.gateway.pipeline.access_log.flush()
+        app.state.gateway.pipeline.obs.access_log.flush()
     assert (miss.headers["x-deja-cache"], hit.headers["x-deja-cache"]) == ("miss", "exact")
     assert miss.headers["x-request-id"] == "r-1" and hit.headers["x-request-id"]
 
@@ -77,7 +77,7 @@ async def test_trace_shape_and_access_log(sims: SimCluster) -> None:
 
 
 def test_tracing_is_off_without_otel_variables(monkeypatch: pytest.MonkeyPatch) -> None:
-    from middleware.tracing import Tracing, otel_configured
+    from deja.observability.tracing import Tracing, otel_configured
 
     for name in ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"):
         monkeypatch.delenv(name, raising=False)

@@ -18,10 +18,10 @@ from typing import ClassVar
 import numpy as np
 import pytest
 
-from app.errors import EmbedderError
-from middleware import embedder_onnx, onnx_derive
-from middleware.embedder import Embedder
-from middleware.embedder_onnx import (
+from deja.embedding.base import Embedder
+from deja.embedding.onnx import derive as onnx_derive
+from deja.embedding.onnx import embedder as embedder_onnx
+from deja.embedding.onnx.embedder import (
     DIM,
     DYNINT8_ID,
     INT8_ID,
@@ -31,6 +31,7 @@ from middleware.embedder_onnx import (
     load_tokenizer,
     source_model_path,
 )
+from deja.errors import EmbedderError
 
 pytestmark = pytest.mark.integration
 
@@ -202,7 +203,7 @@ def test_missing_model_file_is_an_embedder_error(tmp_path: Path) -> None:
     reason="sentence-transformers is installed",
 )
 def test_st_embedder_without_its_extra_says_how_to_install() -> None:
-    from middleware.embedder_st import load_st_embedder
+    from deja.embedding.st import load_st_embedder
 
     with pytest.raises(EmbedderError, match=r"deja\[st\]"):
         load_st_embedder("sentence-transformers/all-MiniLM-L6-v2")
@@ -229,7 +230,7 @@ class FakeSentenceTransformer:
 async def test_st_embedder_loads_offline_and_runs_off_the_loop(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from middleware.embedder_st import load_st_embedder
+    from deja.embedding.st import load_st_embedder
 
     fake = types.ModuleType("sentence_transformers")
     fake.SentenceTransformer = FakeSentenceTransformer  # type: ignore[attr-defined]

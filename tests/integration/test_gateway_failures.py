@@ -13,8 +13,8 @@ import httpx
 import openai
 import pytest
 
-from app.sim.config import SimConfig
-from app.sim.runner import SimCluster, start_simulators
+from deja.sim.config import SimConfig
+from deja.sim.runner import SimCluster, start_simulators
 from tests.conftest import SIM_MODEL
 from tests.support import RedisServer, free_port, gateway
 

@@ -8,16 +8,17 @@ import uuid
 
 import pytest
 
-from app.errors import CacheUnavailableError
-from middleware.entry import CachedAnswer
-from middleware.exact_redis import RedisExactStore
+from deja.cache.entry import CachedAnswer
+from deja.cache.exact.redis import RedisExactStore, connect_redis
+from deja.errors import CacheUnavailableError
 from tests.support import free_port
 
 pytestmark = pytest.mark.integration
 
 
 async def test_set_get_delete_and_ttl(redis_url: str) -> None:
-    store = RedisExactStore(redis_url, timeout=0.5, retry_seconds=0.1)
+    client = connect_redis(redis_url, timeout=0.5)
+    store = RedisExactStore(client, timeout=0.5, retry_seconds=0.1)
     key = uuid.uuid4().hex
     try:
         assert await store.ping()
@@ -40,10 +41,12 @@ async def test_set_get_delete_and_ttl(redis_url: str) -> None:
         assert await store.delete(key) is False
     finally:
         await store.close()
+        await client.aclose()
 
 
 async def test_unreachable_redis_fails_fast_and_cools_down() -> None:
-    store = RedisExactStore(f"redis://127.0.0.1:{free_port()}/0", timeout=0.2, retry_seconds=5)
+    client = connect_redis(f"redis://127.0.0.1:{free_port()}/0", timeout=0.2)
+    store = RedisExactStore(client, timeout=0.2, retry_seconds=5)
     try:
         with pytest.raises(CacheUnavailableError):
             await store.get("k")
@@ -55,3 +58,4 @@ async def test_unreachable_redis_fails_fast_and_cools_down() -> None:
         assert await store.ping() is False
     finally:
         await store.close()
+        await client.aclose()

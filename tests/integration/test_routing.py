@@ -15,8 +15,8 @@ from typing import Any
 import httpx
 import pytest
 
-from app.sim.config import SimConfig
-from app.sim.runner import SimCluster, start_simulators
+from deja.sim.config import SimConfig
+from deja.sim.runner import SimCluster, start_simulators
 from tests.conftest import SIM_MODEL
 from tests.support import free_port, gateway
 

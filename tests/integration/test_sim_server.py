@@ -13,9 +13,9 @@ import orjson
 import pytest
 from openai.types.chat import ChatCompletionMessageParam
 
-from app.sim.config import SimConfig
-from app.sim.engine import ANSWER_PREFIX, answer_digest, answer_text, generate, render_chat
-from app.sim.runner import SimCluster, start_simulators
+from deja.sim.config import SimConfig
+from deja.sim.engine import ANSWER_PREFIX, answer_digest, answer_text, generate, render_chat
+from deja.sim.runner import SimCluster, start_simulators
 
 pytestmark = pytest.mark.integration
 

@@ -14,16 +14,16 @@ import numpy as np
 import pytest
 from qdrant_client import AsyncQdrantClient
 
-from app.errors import VectorStoreError
-from middleware.vector_edge import EdgeVectorStore
-from middleware.vector_qdrant import QdrantServerVectorStore
-from middleware.vectorstore import (
+from deja.errors import VectorStoreError
+from deja.vectorstore.base import (
     SCOPE_FIELDS,
     Scope,
     VectorPoint,
     VectorStore,
     collection_name,
 )
+from deja.vectorstore.edge import EdgeVectorStore
+from deja.vectorstore.qdrant import QdrantServerVectorStore
 
 pytestmark = pytest.mark.integration
 

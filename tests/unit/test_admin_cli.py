@@ -18,8 +18,9 @@ import pytest
 import yaml
 from click.testing import CliRunner, Result
 
-from app import admin_cli, cli_support
-from app.admin_cli import cache_group, keys_group, parse_duration, threshold_group
+from app.cli import admin as admin_cli
+from app.cli import support as cli_support
+from app.cli.admin import cache_group, keys_group, parse_duration, threshold_group
 
 KEY = "adm-s3cret-key"
 URL = "http://gw.test:8080"
@@ -69,7 +70,9 @@ def gw(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeGateway]:
     fake = FakeGateway()
     transport = httpx.MockTransport(fake.handle)
     monkeypatch.setattr(
-        cli_support, "_client", functools.partial(cli_support._client, transport=transport)
+        cli_support,
+        "admin_client",
+        functools.partial(cli_support.admin_client, transport=transport),
     )
     yield fake
 

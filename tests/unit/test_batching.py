@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from middleware.batching import BatcherClosedError, MicroBatcher
+from deja.embedding.batching import BatcherClosedError, MicroBatcher
 
 TIMEOUT = 5.0
 

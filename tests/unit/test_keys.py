@@ -7,7 +7,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from middleware.keys import NON_SEMANTIC_FIELDS, exact_key
+from deja.cache.keys import NON_SEMANTIC_FIELDS, cache_key
 
 json_scalars = st.none() | st.booleans() | st.integers(-(10**6), 10**6) | st.text(max_size=20)
 json_values = st.recursive(
@@ -58,7 +58,7 @@ def _reverse_keys(value: Any) -> Any:
 
 @given(bodies)
 def test_key_is_stable_under_key_order(body: dict[str, Any]) -> None:
-    assert exact_key("t", "chat", body) == exact_key("t", "chat", _reverse_keys(body))
+    assert cache_key("t", "chat", body) == cache_key("t", "chat", _reverse_keys(body))
 
 
 @given(bodies, st.sampled_from(OUTPUT_FIELDS), json_values)
@@ -71,32 +71,32 @@ def test_key_changes_with_any_output_affecting_field(
         return  # not a change
     if field not in body and value is None:
         changed[field] = "explicit"
-    assert exact_key("t", "chat", body) != exact_key("t", "chat", changed)
+    assert cache_key("t", "chat", body) != cache_key("t", "chat", changed)
 
 
 @given(bodies, st.sampled_from(sorted(NON_SEMANTIC_FIELDS)), json_values)
 def test_key_ignores_delivery_fields(body: dict[str, Any], field: str, value: Any) -> None:
-    assert exact_key("t", "chat", body) == exact_key("t", "chat", {**body, field: value})
+    assert cache_key("t", "chat", body) == cache_key("t", "chat", {**body, field: value})
 
 
 @given(bodies)
 def test_key_depends_on_tenant_and_endpoint(body: dict[str, Any]) -> None:
-    key = exact_key("a", "chat", body)
-    assert key != exact_key("b", "chat", body)
-    assert key != exact_key("a", "completion", body)
+    key = cache_key("a", "chat", body)
+    assert key != cache_key("b", "chat", body)
+    assert key != cache_key("a", "completion", body)
 
 
 @given(bodies, st.text(min_size=1, max_size=20))
 def test_key_changes_with_message_content(body: dict[str, Any], extra: str) -> None:
     changed = {**body, "messages": [*body["messages"], {"role": "user", "content": extra}]}
-    assert exact_key("t", "chat", body) != exact_key("t", "chat", changed)
+    assert cache_key("t", "chat", body) != cache_key("t", "chat", changed)
 
 
 def test_integer_and_float_sampling_values_share_a_key() -> None:
     body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
-    assert exact_key("t", "chat", {**body, "temperature": 1}) == exact_key(
+    assert cache_key("t", "chat", {**body, "temperature": 1}) == cache_key(
         "t", "chat", {**body, "temperature": 1.0}
     )
-    assert exact_key("t", "chat", {**body, "temperature": 1}) != exact_key(
+    assert cache_key("t", "chat", {**body, "temperature": 1}) != cache_key(
         "t", "chat", {**body, "temperature": 0.5}
     )

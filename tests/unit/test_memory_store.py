@@ -1,7 +1,7 @@
 from __future__ import annotations
 
-from middleware.entry import CachedAnswer
-from middleware.exact import MemoryExactStore
+from deja.cache.entry import CachedAnswer
+from deja.cache.exact.memory import MemoryExactStore
 
 
 def answer(text: str) -> CachedAnswer:

@@ -2,8 +2,9 @@ from __future__ import annotations
 
 import pytest
 
-from app.errors import InvalidRequestError
-from middleware.policy import CachePolicy, parse_policy
+from deja.errors import InvalidRequestError
+from deja.request import CachePolicy
+from middleware.policy import parse_policy
 
 
 def policy(**headers: str) -> CachePolicy:

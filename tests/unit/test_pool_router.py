@@ -7,10 +7,11 @@ import time
 
 import pytest
 
-from app.errors import NoHealthyReplicaError
-from middleware.health import parse_vllm_metrics
-from middleware.replicas import Breaker, BreakerState, ReplicaPool, parse_replica
-from middleware.router import Router
+from config.settings import parse_replica
+from deja.errors import NoHealthyReplicaError
+from deja.replicas.health import parse_vllm_metrics
+from deja.replicas.pool import Breaker, BreakerState, ReplicaPool
+from deja.routing.router import Router
 
 URLS = [f"http://10.0.0.{i}:8000" for i in range(1, 5)]
 

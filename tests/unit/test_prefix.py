@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.sim.engine import render_chat
-from middleware.prefix import PrefixConfig, _chat_tokens, _tokenize_into, prefix_hash
+from deja.routing.prefix import PrefixConfig, chat_tokens, prefix_hash, tokenize_into
+from deja.sim.engine import render_chat
 
 STATIC = PrefixConfig()
 BLOCKS = PrefixConfig(mode="blocks", block_size=4, max_blocks=3)  # small: 12 tokens make the key
@@ -187,14 +187,14 @@ def test_blocks_only_full_blocks_count_once_there_is_one() -> None:
 @settings(max_examples=200, deadline=None)
 def test_tokenizer_is_the_documented_regex_up_to_the_limit(text: str, limit: int) -> None:
     out: list[str] = []
-    _tokenize_into(out, text, limit)
+    tokenize_into(out, text, limit)
     assert out == re.findall(r"\w+|[^\w\s]", text)[:limit]
 
 
 def test_tokenizer_takes_only_what_it_needs_from_a_long_piece() -> None:
     blob = "x," * 100_000  # one whitespace-free piece of 200k tokens
     out = ["earlier"]
-    assert _tokenize_into(out, "a " + blob, 10)
+    assert tokenize_into(out, "a " + blob, 10)
     assert out == ["earlier", "a", *(["x", ","] * 4)]
 
 
@@ -206,8 +206,8 @@ def test_chat_rendering_matches_the_simulator() -> None:
         {"role": "tool", "tool_call_id": "1", "content": "42"},
     ]
     expected = re.findall(r"\w+|[^\w\s]", render_chat(messages))
-    assert _chat_tokens(messages, 10_000) == expected
-    assert _chat_tokens(messages, 7) == expected[:7]
+    assert chat_tokens(messages, 10_000) == expected
+    assert chat_tokens(messages, 7) == expected[:7]
 
 
 # --------------------------------------------------------------------------- completions

@@ -9,9 +9,9 @@ import orjson
 from hypothesis import given
 from hypothesis import strategies as st
 
-from middleware.entry import CachedAnswer, answer_from_json
+from deja.cache.entry import CachedAnswer, answer_from_json
+from middleware.relay import answer_from_sse, iter_sse_data
 from middleware.replay import replay_json, replay_sse, split_for_replay
-from middleware.sse import answer_from_sse, iter_sse_data
 
 USAGE = {"prompt_tokens": 5, "completion_tokens": 7, "total_tokens": 12}
 
@@ -152,7 +152,7 @@ def test_answer_from_json_accepts_only_single_normal_choices() -> None:
 
 
 def test_usage_filter_drops_only_the_usage_event_across_chunk_boundaries() -> None:
-    from middleware.sse import UsageChunkFilter
+    from middleware.relay import UsageChunkFilter
 
     content = _stream(_delta("a"), _delta("b", "stop"), done=False)
     usage = b"data: " + orjson.dumps({"model": "m", "choices": [], "usage": USAGE}) + b"\n\n"

@@ -8,9 +8,9 @@ import orjson
 import pytest
 from click.testing import CliRunner
 
-from app.cli import main
-from app.errors import ConfigError
+from app.cli.main import main
 from config.settings import load_settings
+from deja.errors import ConfigError
 
 
 @pytest.fixture(autouse=True)

@@ -1,4 +1,4 @@
-"""Unit tests of the simulator's pure logic (app.sim.engine), no I/O."""
+"""Unit tests of the simulator's pure logic (deja.sim.engine), no I/O."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import hashlib
 
 import pytest
 
-from app.sim.config import SimConfig
-from app.sim.engine import (
+from deja.sim.config import SimConfig
+from deja.sim.engine import (
     ANSWER_PREFIX,
     PrefixCache,
     PromptError,

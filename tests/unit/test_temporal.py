@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from middleware.temporal import TemporalDetector
+from deja.temporal.rules import TemporalDetector
 
 DEV_SET = Path(__file__).resolve().parents[3] / "shared" / "data" / "temporal_dev.jsonl"
 detector = TemporalDetector()

@@ -8,7 +8,7 @@ import orjson
 import pytest
 
 from app.api.validation import validate
-from app.errors import (
+from deja.errors import (
     BodyTooLargeError,
     InvalidRequestError,
     ModelNotFoundError,
@@ -16,10 +16,9 @@ from app.errors import (
     UpstreamClientError,
     UpstreamServerError,
     UpstreamTimeoutError,
-    error_payload,
-    internal_error_payload,
 )
-from middleware.policy import CachePolicy
+from deja.request import CachePolicy
+from middleware.errors import error_response
 
 POLICY = CachePolicy()
 CHAT = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
@@ -115,9 +114,9 @@ def test_stream_flags() -> None:
     ],
 )
 def test_error_mapping(error: Any, status: int, type_: str, code: str | None) -> None:
-    got_status, body, _ = error_payload(error)
-    assert got_status == status
-    assert orjson.loads(body) == {
+    response = error_response(error)
+    assert response.status_code == status
+    assert orjson.loads(bytes(response.body)) == {
         "error": {"message": "x", "type": type_, "param": error.param, "code": code}
     }
 
@@ -126,11 +125,13 @@ def test_replica_client_errors_pass_through_verbatim() -> None:
     original = {
         "error": {"message": "too long", "type": "BadRequestError", "param": None, "code": 400}
     }
-    status, body, headers = error_payload(UpstreamClientError(429, original, {"retry-after": "2"}))
-    assert (status, orjson.loads(body), headers) == (429, original, {"retry-after": "2"})
+    response = error_response(UpstreamClientError(429, original, {"retry-after": "2"}))
+    assert (response.status_code, orjson.loads(bytes(response.body))) == (429, original)
+    assert response.headers["retry-after"] == "2"
 
 
 def test_internal_error_is_openai_shaped_without_details() -> None:
-    status, body, _ = internal_error_payload()
-    assert status == 500 and "Traceback" not in body.decode()
+    response = error_response(RuntimeError("secret detail"), "test")
+    body = bytes(response.body).decode()
+    assert response.status_code == 500 and "Traceback" not in body and "secret" not in body
     assert set(orjson.loads(body)["error"]) == {"message", "type", "param", "code"}

@@ -1,0 +1,117 @@
+"""The ``deja`` command line."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import click
+import orjson
+
+from config.settings import Settings, load_settings
+from deja.errors import ConfigError
+
+
+def _configure_logging(level: str) -> None:
+    logging.basicConfig(
+        level=level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    # The audit log is JSON lines, nothing around them (the access log writes its own).
+    for name in ("deja.audit",):
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        logger = logging.getLogger(name)
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+        logger.propagate = False
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="deja")
+def main() -> None:
+    """deja: an OpenAI-compatible caching gateway and prefix-aware router for vLLM replicas."""
+
+
+@main.command()
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    envvar="DEJA_CONFIG",
+    help="YAML settings file (env: DEJA_CONFIG). DEJA_* variables override it.",
+)
+@click.option("--host", default=None, help="Listen address (env: DEJA_HOST, default 127.0.0.1).")
+@click.option("--port", type=int, default=None, help="Listen port (env: DEJA_PORT, default 8080).")
+@click.option(
+    "--demo",
+    is_flag=True,
+    default=None,
+    help="With no replicas configured, start simulated vLLM replicas in-process (env: DEJA_DEMO).",
+)
+@click.option(
+    "--log-level",
+    type=click.Choice(["debug", "info", "warning", "error"]),
+    default=None,
+    help="Log level (env: DEJA_LOG_LEVEL, default info).",
+)
+@click.option(
+    "--print-config", is_flag=True, help="Print the effective config (secrets masked) and exit."
+)
+def serve(
+    config_file: Path | None,
+    host: str | None,
+    port: int | None,
+    demo: bool | None,
+    log_level: str | None,
+    print_config: bool,
+) -> None:
+    """Run the gateway (one worker process, uvicorn on uvloop + httptools)."""
+    try:
+        overrides = {"host": host, "port": port, "demo": demo, "log_level": log_level}
+        settings = load_settings(config_file, **overrides)
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from exc
+    if print_config:
+        click.echo(orjson.dumps(settings.masked(), option=orjson.OPT_INDENT_2).decode())
+        return
+    _configure_logging(settings.log_level)
+    run_server(settings, reload=lambda: load_settings(config_file, **overrides))
+
+
+def run_server(settings: Settings, reload: Callable[[], Settings] | None = None) -> None:
+    """Serve until interrupted; SIGHUP (or POST /admin/replicas/reload) calls ``reload``."""
+    import uvicorn
+
+    from app.main import create_app
+
+    uvicorn.run(
+        create_app(settings, reload=reload),
+        host=settings.host,
+        port=settings.port,
+        loop="uvloop",
+        http="httptools",
+        lifespan="on",
+        access_log=False,
+        log_level=settings.log_level,
+        # deja reads no client address, so X-Forwarded-* parsing is pure cost on the hot path.
+        proxy_headers=False,
+        server_header=False,
+        timeout_graceful_shutdown=10,
+    )
+
+
+def _register_subcommands() -> None:
+    from app.cli.admin import cache_group, keys_group, threshold_group
+    from app.cli.sim import sim_command
+
+    main.add_command(sim_command)
+    main.add_command(cache_group)
+    main.add_command(threshold_group)
+    main.add_command(keys_group)
+
+
+_register_subcommands()

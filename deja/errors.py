@@ -1,0 +1,182 @@
+"""The one exception tree of deja. It knows nothing of HTTP: ``middleware.errors`` is the single
+module that maps each class to a status code and OpenAI's error shape.
+
+Lower-layer exceptions (aiohttp, redis, orjson, onnxruntime, qdrant) are re-raised as one of these
+``from exc`` at the boundary that catches them::
+
+    DejaError                        message, param
+    ├── InvalidRequestError          the request is malformed (a field, a header)
+    │   └── BodyTooLargeError        the body is over ``max_body_bytes``
+    ├── ModelNotFoundError           no replica serves the requested model
+    ├── NotFoundError                an admin resource (entry) does not exist
+    ├── AuthenticationError          no client key, or an unknown one
+    ├── PermissionDeniedError        a valid key that may not do this (a client key on /admin)
+    ├── RateLimitError               the key is over its budget; ``retry_after`` seconds
+    ├── ClientGoneError              the client disconnected; nothing is sent
+    ├── CacheUnavailableError        the exact store failed: served with ``X-Deja-Cache: off``
+    ├── ThresholdStoreError          the shared θ store (Redis or the data dir) failed
+    ├── VectorStoreError             the vector store failed: the semantic layer is skipped
+    ├── EmbedderError                the embedder failed: the semantic layer is skipped
+    ├── VerifierError                the verifier failed: the candidate is not served
+    ├── DataDirInUseError            another process holds the data directory
+    └── UpstreamError                talking to a replica failed
+        ├── NoHealthyReplicaError    no usable replica
+        ├── UpstreamUnreachableError the transport broke
+        │   └── ReplicaConnectError  no response arrived: safe to fail over to another replica
+        ├── UpstreamTimeoutError     the replica stalled
+        ├── UpstreamServerError      the replica answered 5xx (``replica_status``)
+        └── UpstreamClientError      the replica answered 4xx: passed through as it came
+
+    ConfigError (config.settings)    the configuration cannot be used; raised at start-up and by
+                                     the CLI, never on a request, so it sits outside the tree
+                                     (``config`` imports nothing from the project).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from config.settings import ConfigError
+
+__all__ = [
+    "AuthenticationError",
+    "BodyTooLargeError",
+    "CacheUnavailableError",
+    "ClientGoneError",
+    "ConfigError",
+    "DataDirInUseError",
+    "DejaError",
+    "EmbedderError",
+    "InvalidRequestError",
+    "ModelNotFoundError",
+    "NoHealthyReplicaError",
+    "NotFoundError",
+    "PermissionDeniedError",
+    "RateLimitError",
+    "ReplicaConnectError",
+    "ThresholdStoreError",
+    "UpstreamClientError",
+    "UpstreamError",
+    "UpstreamServerError",
+    "UpstreamTimeoutError",
+    "UpstreamUnreachableError",
+    "VectorStoreError",
+    "VerifierError",
+    "describe",
+]
+
+
+class DejaError(Exception):
+    """Base of every error deja raises on purpose. ``param`` names the offending input."""
+
+    def __init__(self, message: str, *, param: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.param = param
+
+
+def describe(exc: BaseException) -> str:
+    """A non-empty reason for a log line: ``str(TimeoutError())`` is empty."""
+    return str(exc) or type(exc).__name__
+
+
+# --- the client's fault -------------------------------------------------------------------------
+class InvalidRequestError(DejaError):
+    """Malformed JSON, a missing field, a field or header of the wrong type."""
+
+
+class BodyTooLargeError(InvalidRequestError):
+    """The request body is over the configured limit."""
+
+
+class ModelNotFoundError(DejaError):
+    """No replica serves the requested model."""
+
+
+class NotFoundError(DejaError):
+    """An admin resource (a cache entry, a path) does not exist."""
+
+
+class AuthenticationError(DejaError):
+    """No key, or a key that maps to no tenant."""
+
+
+class PermissionDeniedError(DejaError):
+    """A valid key that may not do this (a client key on /admin, the admin API disabled)."""
+
+
+class RateLimitError(DejaError):
+    """The key is over its requests-per-minute budget."""
+
+    def __init__(self, message: str, *, retry_after: int) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class ClientGoneError(DejaError):
+    """The client disconnected; the upstream work was cancelled and nothing is sent."""
+
+
+# --- a dependency's fault -----------------------------------------------------------------------
+class CacheUnavailableError(DejaError):
+    """A cache backend failed; the pipeline degrades to ``X-Deja-Cache: off``, never to a 5xx."""
+
+
+class ThresholdStoreError(DejaError):
+    """The shared θ store could not be read or written."""
+
+
+class VectorStoreError(DejaError):
+    """The vector store failed; the semantic layer is skipped for this request."""
+
+
+class EmbedderError(DejaError):
+    """The embedder failed; the semantic layer is skipped for this request."""
+
+
+class VerifierError(DejaError):
+    """The verifier failed or its model is unusable; no unverified candidate is served."""
+
+
+class DataDirInUseError(DejaError):
+    """Another gateway process holds the data directory (its on-disk stores are single-writer)."""
+
+
+class UpstreamError(DejaError):
+    """Base for failures talking to a replica."""
+
+
+class NoHealthyReplicaError(UpstreamError):
+    """No replica is usable for this request."""
+
+
+class UpstreamUnreachableError(UpstreamError):
+    """The replica refused or dropped the connection."""
+
+
+class ReplicaConnectError(UpstreamUnreachableError):
+    """The connection was refused or dropped before any response: another replica may answer."""
+
+
+class UpstreamTimeoutError(UpstreamError):
+    """The replica did not answer (or stalled mid-stream) within the read timeout."""
+
+
+class UpstreamServerError(UpstreamError):
+    """The replica answered with a 5xx; the client gets a 502 carrying the replica's message."""
+
+    def __init__(self, message: str, *, replica_status: int) -> None:
+        super().__init__(message)
+        self.replica_status = replica_status
+
+
+class UpstreamClientError(UpstreamError):
+    """The replica rejected the request (4xx): passed through with its own status and body."""
+
+    def __init__(self, status: int, body: dict[str, Any], headers: dict[str, str]) -> None:
+        error = body.get("error")
+        message = error.get("message") if isinstance(error, dict) else None
+        super().__init__(str(message or f"replica answered {status}"))
+        self.status = status
+        self.body = body
+        self.headers = headers

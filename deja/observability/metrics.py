@@ -1,0 +1,214 @@
+"""Prometheus metrics, ``deja_``-prefixed, on one registry per app (no global registry).
+
+Hot-path counters and histograms are bound to their label values once (``_child``), so a
+request pays an increment, not a label lookup. Replica state is read from the pool at scrape
+time by a collector, so it costs nothing per request. Label values are bounded: routes, cache
+outcomes, layers, replicas from config, HTTP statuses; tenants only when
+``metrics_tenant_label`` is on; never a prompt or a key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from deja.replicas.pool import BreakerState, ReplicaPool
+
+LATENCY_BUCKETS = (
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1,
+    2.5,
+    5,
+    10,
+    30,
+    60,
+)
+SIMILARITY_BUCKETS = (
+    0.5,
+    0.6,
+    0.7,
+    0.75,
+    0.8,
+    0.82,
+    0.84,
+    0.86,
+    0.88,
+    0.9,
+    0.91,
+    0.92,
+    0.93,
+    0.94,
+    0.95,
+    0.96,
+    0.97,
+    0.98,
+    0.99,
+    0.995,
+    1.0,
+)
+
+
+class _ReplicaCollector(Collector):
+    def __init__(self, pool: Callable[[], ReplicaPool | None]) -> None:
+        self._pool = pool
+
+    def collect(self) -> Iterable[Metric]:
+        pool = self._pool()
+        healthy = GaugeMetricFamily(
+            "deja_replica_healthy",
+            "1 if the replica's last /health probe answered",
+            labels=["replica"],
+        )
+        breaker = GaugeMetricFamily(
+            "deja_replica_breaker_open",
+            "1 while the replica's circuit breaker is open",
+            labels=["replica"],
+        )
+        in_flight = GaugeMetricFamily(
+            "deja_replica_in_flight",
+            "Requests this gateway has open on the replica",
+            labels=["replica"],
+        )
+        for r in pool.replicas if pool is not None else []:
+            healthy.add_metric([r.name], 1.0 if r.healthy else 0.0)
+            breaker.add_metric([r.name], 0.0 if r.breaker.state is BreakerState.CLOSED else 1.0)
+            in_flight.add_metric([r.name], float(r.in_flight))
+        return [healthy, breaker, in_flight]
+
+
+class Metrics:
+    """Every metric the gateway exports."""
+
+    def __init__(self, *, tenant_label: bool = False) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.tenant_label = tenant_label
+        r = self.registry
+        request_labels = ["route", "cache", *(["tenant"] if tenant_label else [])]
+        self.requests = Counter(
+            "deja_requests",
+            "Generation requests by route and cache outcome",
+            request_labels,
+            registry=r,
+        )
+        self.request_seconds = Histogram(
+            "deja_request_duration_seconds",
+            "Whole-request latency (streams: until the last byte)",
+            ["route", "cache"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.lookup_seconds = Histogram(
+            "deja_cache_lookup_duration_seconds",
+            "Cache lookup latency by layer",
+            ["layer"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.embedding_seconds = Histogram(
+            "deja_embedding_duration_seconds",
+            "Embedding one question",
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.ttfb_seconds = Histogram(
+            "deja_upstream_ttfb_seconds",
+            "Time to the replica's response headers",
+            ["replica"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.similarity = Histogram(
+            "deja_semantic_similarity",
+            "Top-1 similarity of every semantic lookup",
+            buckets=SIMILARITY_BUCKETS,
+            registry=r,
+        )
+        self.threshold = Gauge("deja_semantic_threshold", "The global θ", registry=r)
+        self.upstream = Counter(
+            "deja_upstream_requests",
+            "Requests sent to replicas by answer status",
+            ["replica", "status"],
+            registry=r,
+        )
+        self.routing = Counter(
+            "deja_routing_decisions",
+            "Replica choices by policy and reason",
+            ["policy", "reason"],
+            registry=r,
+        )
+        self.entries = Gauge(
+            "deja_cache_entries",
+            "Entries per cache layer (refreshed periodically)",
+            ["layer"],
+            registry=r,
+        )
+        self.cached_tokens = Counter(
+            "deja_cached_completion_tokens", "Completion tokens served from cache", registry=r
+        )
+        self.saved_seconds = Counter(
+            "deja_saved_model_seconds",
+            "Model decode time saved by cache hits (tokens × replicas' time per output token)",
+            registry=r,
+        )
+        self.bypasses = Counter("deja_bypass", "Cache bypasses by reason", ["reason"], registry=r)
+        self.store_errors = Counter(
+            "deja_store_errors", "Failed cache reads/writes by layer", ["layer"], registry=r
+        )
+        self.semantic_errors = Counter(
+            "deja_semantic_errors", "Semantic lookups skipped, by kind", ["kind"], registry=r
+        )
+        self.admin_actions = Counter(
+            "deja_admin_actions", "Admin API actions", ["action"], registry=r
+        )
+        self._pool: ReplicaPool | None = None
+        r.register(_ReplicaCollector(lambda: self._pool))
+        self._children: dict[tuple[Any, ...], Any] = {}
+
+    def watch_pool(self, pool: ReplicaPool) -> None:
+        self._pool = pool
+
+    def _child(self, metric: Any, *labels: str) -> Any:
+        key = (id(metric), *labels)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*labels)
+        return child
+
+    # --- recording helpers used on the request path -----------------------------------------
+    def request(self, route: str, cache: str, tenant: str, seconds: float) -> None:
+        labels = (route, cache, tenant) if self.tenant_label else (route, cache)
+        self._child(self.requests, *labels).inc()
+        self._child(self.request_seconds, route, cache).observe(seconds)
+
+    def lookup(self, layer: str, seconds: float) -> None:
+        self._child(self.lookup_seconds, layer).observe(seconds)
+
+    def upstream_answer(self, replica: str, status: str, ttfb: float | None) -> None:
+        self._child(self.upstream, replica, status).inc()
+        if ttfb is not None:
+            self._child(self.ttfb_seconds, replica).observe(ttfb)
+
+    def routed(self, policy: str, reason: str) -> None:
+        self._child(self.routing, policy, reason).inc()
+
+    def served_from_cache(self, completion_tokens: int, seconds_per_token: float | None) -> None:
+        if completion_tokens > 0:
+            self.cached_tokens.inc(completion_tokens)
+            if seconds_per_token:
+                self.saved_seconds.inc(completion_tokens * seconds_per_token)
+
+    def count(self, metric: Any, *labels: str) -> None:
+        self._child(metric, *labels).inc()

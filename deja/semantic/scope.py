@@ -1,0 +1,92 @@
+"""What the semantic layer compares: the question text of a request and the scope it may be
+served in.
+
+What is embedded is the text of the last user message. The scope is exact: tenant, namespace,
+model, a hash of the output-affecting parameters, and a hash of the conversation context before
+that message (``conversation``: system prompt plus earlier turns; ``system``: the system prompt
+only). So "and the second one?" can only hit inside an identical conversation.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import orjson
+
+from deja.cache.keys import answer_fields
+from deja.request import GatewayRequest
+from deja.vectorstore.base import Scope
+
+ContextRule = Literal["conversation", "system"]
+
+#: Fields that are the question itself (or its model), not parameters of the answer.
+_QUESTION_FIELDS = frozenset({"messages", "model"})
+_SYSTEM_ROLES = frozenset({"system", "developer"})
+
+
+def _digest(value: Any) -> str:
+    return hashlib.sha256(orjson.dumps(value, option=orjson.OPT_SORT_KEYS)).hexdigest()[:32]
+
+
+def params_hash(body: dict[str, Any]) -> str:
+    """Hash of every answer-affecting field except the messages and the model."""
+    return _digest(answer_fields(body, exclude=_QUESTION_FIELDS))
+
+
+def message_text(message: dict[str, Any]) -> str:
+    """The text of a message: a string content, or its text parts joined by newlines."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [
+            p["text"]
+            for p in content
+            if isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str)
+        ]
+        return "\n".join(parts)
+    return ""
+
+
+def question_text(req: GatewayRequest) -> str:
+    """The text a request asks: the last message if it is the user's (chat), or the prompt
+    (completions). Empty when there is no user text (tool results, images, token ids)."""
+    if req.endpoint == "chat":
+        last = req.body["messages"][-1]
+        return message_text(last).strip() if last.get("role") == "user" else ""
+    prompt = req.body.get("prompt")
+    if isinstance(prompt, list) and len(prompt) == 1:
+        prompt = prompt[0]
+    return prompt.strip() if isinstance(prompt, str) else ""
+
+
+@dataclass(frozen=True, slots=True)
+class SemanticQuery:
+    """What the semantic layer looks up for one chat request."""
+
+    text: str
+    scope: Scope
+
+
+def semantic_query(
+    req: GatewayRequest, rule: ContextRule, namespace: str = ""
+) -> SemanticQuery | None:
+    """The semantic lookup for a chat request, or None when the layer does not apply."""
+    if req.endpoint != "chat" or not req.cacheable:
+        return None
+    text = question_text(req)
+    if not text:
+        return None
+    earlier = req.body["messages"][:-1]
+    if rule == "system":
+        earlier = [m for m in earlier if m.get("role") in _SYSTEM_ROLES]
+    scope = Scope(
+        tenant=req.tenant,
+        namespace=namespace,
+        model=req.model,
+        params_hash=params_hash(req.body),
+        context_hash=_digest(earlier),
+    )
+    return SemanticQuery(text=text, scope=scope)

@@ -1,0 +1,133 @@
+"""Prometheus metrics of a simulated replica, under vLLM's metric names.
+
+Each simulator app owns its own :class:`~prometheus_client.CollectorRegistry`, so several
+simulators can live in one process.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+
+from deja.sim.engine import SimEngine
+
+__all__ = ["METRICS_CONTENT_TYPE", "SimMetrics"]
+
+METRICS_CONTENT_TYPE: str = CONTENT_TYPE_LATEST
+"""Content type of :meth:`SimMetrics.render`'s output."""
+
+# Buckets as in vLLM's metrics.
+_TTFT_BUCKETS = (
+    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5,
+    0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0,
+)  # fmt: skip
+_TPOT_BUCKETS = (
+    0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5,
+    0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0,
+)  # fmt: skip
+_E2E_BUCKETS = (
+    0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0,
+    20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0,
+)  # fmt: skip
+
+
+class SimMetrics:
+    """vLLM-named metrics of one simulated replica, each labelled ``model_name``.
+
+    Gauges (read live from the :class:`SimEngine`): ``vllm:num_requests_running``,
+    ``vllm:num_requests_waiting``, ``vllm:kv_cache_usage_perc``. Counters:
+    ``vllm:prefix_cache_queries_total``, ``vllm:prefix_cache_hits_total`` (in tokens),
+    ``vllm:num_preemptions_total``, ``vllm:generation_tokens_total``,
+    ``vllm:prompt_tokens_total``, ``vllm:request_success_total`` (also labelled
+    ``finished_reason``). Histograms: ``vllm:time_to_first_token_seconds``,
+    ``vllm:time_per_output_token_seconds``, ``vllm:e2e_request_latency_seconds``.
+    """
+
+    def __init__(self, engine: SimEngine) -> None:
+        self.engine = engine
+        self.registry = CollectorRegistry(auto_describe=True)
+        model = engine.config.model
+        labels = ["model_name"]
+        reg = self.registry
+
+        def gauge(name: str, doc: str) -> Gauge:
+            return Gauge(name, doc, labels, registry=reg)
+
+        def counter(name: str, doc: str) -> Counter:
+            return Counter(name, doc, labels, registry=reg).labels(model_name=model)
+
+        gauge("vllm:num_requests_running", "Requests running (simulated).").labels(
+            model_name=model
+        ).set_function(lambda: float(engine.running))
+        gauge("vllm:num_requests_waiting", "Requests waiting (simulated).").labels(
+            model_name=model
+        ).set_function(lambda: float(engine.waiting))
+        gauge("vllm:kv_cache_usage_perc", "KV-cache usage, 0..1 (simulated).").labels(
+            model_name=model
+        ).set_function(engine.kv_cache_usage_perc)
+
+        self.prefix_cache_queries = counter(
+            "vllm:prefix_cache_queries", "Prefix-cache queries, in tokens (simulated)."
+        )
+        self.prefix_cache_hits = counter(
+            "vllm:prefix_cache_hits", "Prefix-cache hits, in tokens (simulated)."
+        )
+        self.num_preemptions = counter("vllm:num_preemptions", "Preemptions (simulated).")
+        self.generation_tokens = counter("vllm:generation_tokens", "Generated tokens (simulated).")
+        self.prompt_tokens = counter("vllm:prompt_tokens", "Prefilled prompt tokens (simulated).")
+        self._request_success = Counter(
+            "vllm:request_success",
+            "Finished requests (simulated).",
+            ["model_name", "finished_reason"],
+            registry=reg,
+        )
+        self._model = model
+        self.time_to_first_token = Histogram(
+            "vllm:time_to_first_token_seconds",
+            "Time to first token, in seconds (simulated).",
+            labels,
+            buckets=_TTFT_BUCKETS,
+            registry=reg,
+        ).labels(model_name=model)
+        self.time_per_output_token = Histogram(
+            "vllm:time_per_output_token_seconds",
+            "Time per output token after the first, in seconds (simulated).",
+            labels,
+            buckets=_TPOT_BUCKETS,
+            registry=reg,
+        ).labels(model_name=model)
+        self.e2e_request_latency = Histogram(
+            "vllm:e2e_request_latency_seconds",
+            "End-to-end request latency, in seconds (simulated).",
+            labels,
+            buckets=_E2E_BUCKETS,
+            registry=reg,
+        ).labels(model_name=model)
+        self._preemptions_seen = 0
+
+    def record_prompt(self, prompt_tokens: int, cached_tokens: int) -> None:
+        """Count a prompt's tokens and its prefix-cache query and hit tokens."""
+        self.prompt_tokens.inc(prompt_tokens)
+        self.prefix_cache_queries.inc(prompt_tokens)
+        self.prefix_cache_hits.inc(cached_tokens)
+
+    def sync_preemptions(self) -> None:
+        """Bring ``vllm:num_preemptions_total`` up to the engine's count."""
+        new = self.engine.num_preemptions - self._preemptions_seen
+        if new > 0:
+            self.num_preemptions.inc(new)
+            self._preemptions_seen += new
+
+    def record_success(self, finished_reason: str) -> None:
+        """Count one finished sequence."""
+        self._request_success.labels(model_name=self._model, finished_reason=finished_reason).inc()
+
+    def render(self) -> bytes:
+        """Prometheus text exposition of this replica's metrics."""
+        return generate_latest(self.registry)

@@ -1,0 +1,192 @@
+"""Client keys and tenants.
+
+The keys file (``DEJA_KEYS_FILE``, YAML) maps tenants to the sha256 hashes of their API keys and
+their own cache settings; raw keys are never stored. A presented key is hashed, then looked up by
+its hash and confirmed with ``hmac.compare_digest`` — no comparison ever touches raw key bytes,
+and keys are never logged. With no keys file the gateway is open, as the single ``default`` tenant.
+
+```yaml
+tenants:
+  acme:
+    key_hashes: ["<sha256 hex of the key>"]
+    cache: true          # optional: this tenant's cache on/off
+    ttl_seconds: 3600    # optional: default TTL of its entries
+    threshold: 0.95      # optional: its θ (admin overrides win)
+    rate_limit_rpm: 600  # optional: requests per minute per key
+```
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import math
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from deja.errors import AuthenticationError, ConfigError, RateLimitError
+
+DEFAULT_TENANT = "default"
+
+
+def key_hash(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class Tenant:
+    """One application, with its own cache settings (None = the gateway's default)."""
+
+    name: str
+    cache: bool | None = None
+    ttl_seconds: int | None = None
+    threshold: float | None = None
+    rate_limit_rpm: int | None = None
+
+
+@dataclass(slots=True)
+class _Bucket:
+    tokens: float
+    updated: float
+
+
+@dataclass
+class RateLimiter:
+    """A token bucket per key: ``rpm`` tokens of capacity, refilled at ``rpm / 60`` per second."""
+
+    buckets: dict[str, _Bucket] = field(default_factory=dict)
+
+    def take(self, key_id: str, rpm: int, now: float | None = None) -> None:
+        now = time.monotonic() if now is None else now
+        bucket = self.buckets.get(key_id)
+        if bucket is None:
+            bucket = self.buckets[key_id] = _Bucket(tokens=float(rpm), updated=now)
+        rate = rpm / 60.0
+        bucket.tokens = min(float(rpm), bucket.tokens + (now - bucket.updated) * rate)
+        bucket.updated = now
+        if bucket.tokens < 1.0:
+            wait = math.ceil((1.0 - bucket.tokens) / rate)
+            raise RateLimitError(
+                f"Rate limit of {rpm} requests per minute reached for this key; retry in {wait} s.",
+                retry_after=wait,
+            )
+        bucket.tokens -= 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """Who sent a request: the tenant, and an id of the key (its hash) for rate limiting."""
+
+    tenant: Tenant
+    key_id: str
+
+
+class KeyRing:
+    """Key hash → tenant. Empty means open mode (every caller is the default tenant)."""
+
+    def __init__(self, tenants: dict[str, tuple[Tenant, list[str]]] | None = None) -> None:
+        self._by_hash: dict[str, tuple[str, Tenant]] = {}
+        self.tenants: dict[str, Tenant] = {}
+        for name, (tenant, hashes) in (tenants or {}).items():
+            self.tenants[name] = tenant
+            for digest in hashes:
+                self._by_hash[digest.lower()] = (digest.lower(), tenant)
+        self.default = Tenant(DEFAULT_TENANT)
+
+    @property
+    def open(self) -> bool:
+        return not self._by_hash
+
+    def authenticate(self, authorization: str | None) -> Caller:
+        """The caller behind an ``Authorization`` header; 401 for a missing or unknown key."""
+        token = bearer_token(authorization)
+        if self.open:
+            return Caller(self.default, key_hash(token) if token else "anonymous")
+        if not token:
+            raise AuthenticationError("Missing API key: send it as 'Authorization: Bearer <key>'.")
+        digest = key_hash(token)
+        # The lookup is by the key's sha256, never by the key: timing can at most reveal
+        # something about a hash, which does not lead back to any key.
+        found = self._by_hash.get(digest)
+        if found is None or not hmac.compare_digest(found[0], digest):
+            raise AuthenticationError("Incorrect API key provided.")
+        return Caller(found[1], digest)
+
+
+def bearer_token(authorization: str | None) -> str:
+    """The token of an ``Authorization: Bearer <token>`` header, or ""."""
+    if not authorization:
+        return ""
+    scheme, _, token = authorization.partition(" ")
+    return token.strip() if scheme.lower() == "bearer" else ""
+
+
+_KEY_HASH = re.compile(r"[0-9a-f]{64}")
+
+
+def read_keys_document(path: Path, *, missing_ok: bool = False) -> tuple[dict[str, Any], str]:
+    """The keys file's YAML document, shape-checked, and its text (``({"tenants": {}}, "")``
+    for a missing file when ``missing_ok``). The one parser of the keys file: the gateway and
+    ``deja keys`` both read it here. Raises ``ConfigError`` saying what is wrong."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        if missing_ok:
+            return {"tenants": {}}, ""
+        raise ConfigError(
+            f"keys file {path} does not exist (create it with `deja keys add TENANT`)"
+        ) from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read keys file {path}: {exc.strerror or exc}") from exc
+    try:
+        doc: Any = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"keys file {path} is not valid YAML: {exc}") from exc
+    doc = {} if doc is None else doc
+    if not isinstance(doc, dict):
+        raise ConfigError(f"keys file {path}: the top level must be a mapping")
+    tenants = doc.get("tenants")
+    doc["tenants"] = tenants = {} if tenants is None else tenants
+    if not isinstance(tenants, dict):
+        raise ConfigError(f"keys file {path}: 'tenants' must be a mapping of tenant -> settings")
+    for name, entry in tenants.items():
+        if entry is not None and not isinstance(entry, dict):
+            raise ConfigError(f"keys file {path}: tenant {name!r} must be a mapping")
+        hashes = (entry or {}).get("key_hashes")
+        if hashes is None:
+            continue
+        if not isinstance(hashes, list):
+            raise ConfigError(f"keys file {path}: {name}.key_hashes must be a list")
+        if not all(_KEY_HASH.fullmatch(str(h).lower()) for h in hashes):
+            raise ConfigError(f"keys file {path}: {name}.key_hashes must be sha256 hex digests")
+    return doc, text
+
+
+def load_keys(path: Path | None) -> KeyRing:
+    """Read the keys file; a missing setting means open mode, a broken file is an error."""
+    if path is None:
+        return KeyRing()
+    doc, _ = read_keys_document(path)
+    tenants: dict[str, tuple[Tenant, list[str]]] = {}
+    for name, spec in doc["tenants"].items():
+        spec = spec or {}
+        hashes = [str(h) for h in spec.get("key_hashes") or []]
+        try:
+            tenant = Tenant(
+                name=str(name),
+                cache=None if spec.get("cache") is None else bool(spec["cache"]),
+                ttl_seconds=None if spec.get("ttl_seconds") is None else int(spec["ttl_seconds"]),
+                threshold=None if spec.get("threshold") is None else float(spec["threshold"]),
+                rate_limit_rpm=(
+                    None if spec.get("rate_limit_rpm") is None else int(spec["rate_limit_rpm"])
+                ),
+            )
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"tenant {name!r} in {path}: {exc}") from exc
+        tenants[str(name)] = (tenant, hashes)
+    return KeyRing(tenants)

@@ -1,0 +1,128 @@
+"""The one place that maps a domain error to HTTP: a status code and OpenAI's error shape
+``{"error": {"message", "type", "param", "code"}}``, so the ``openai`` SDK raises its matching
+exception class. Used by the fast path, the pipeline (status for metrics, stream error events)
+and the FastAPI handlers in ``app.api.errors``.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from starlette.responses import Response
+
+from deja.errors import (
+    AuthenticationError,
+    BodyTooLargeError,
+    ClientGoneError,
+    DejaError,
+    InvalidRequestError,
+    ModelNotFoundError,
+    NoHealthyReplicaError,
+    NotFoundError,
+    PermissionDeniedError,
+    RateLimitError,
+    UpstreamClientError,
+    UpstreamError,
+    UpstreamServerError,
+    UpstreamTimeoutError,
+    UpstreamUnreachableError,
+)
+from middleware.responses import JSON, prebuilt
+
+log = logging.getLogger("deja.api")
+
+
+@dataclass(frozen=True, slots=True)
+class HttpError:
+    """How one error class looks on the wire."""
+
+    status: int
+    type: str
+    code: str | None = None
+
+
+_INVALID = "invalid_request_error"
+#: Most specific class first: the first ``isinstance`` match wins.
+_TABLE: tuple[tuple[type[DejaError], HttpError], ...] = (
+    (BodyTooLargeError, HttpError(413, _INVALID, "request_too_large")),
+    (InvalidRequestError, HttpError(400, _INVALID)),
+    (ModelNotFoundError, HttpError(404, _INVALID, "model_not_found")),
+    (NotFoundError, HttpError(404, _INVALID, "not_found")),
+    (AuthenticationError, HttpError(401, _INVALID, "invalid_api_key")),
+    (PermissionDeniedError, HttpError(403, _INVALID, "permission_denied")),
+    (RateLimitError, HttpError(429, "requests", "rate_limit_exceeded")),
+    (ClientGoneError, HttpError(499, "client_closed_request")),
+    (NoHealthyReplicaError, HttpError(503, "service_unavailable", "no_healthy_replica")),
+    (UpstreamTimeoutError, HttpError(504, "timeout", "upstream_timeout")),
+    (UpstreamUnreachableError, HttpError(502, "upstream_error", "upstream_unreachable")),
+    (UpstreamServerError, HttpError(502, "upstream_error", "upstream_server_error")),
+    (UpstreamError, HttpError(502, "upstream_error")),
+)
+#: Anything else deja raises on purpose (a store that failed where it could not degrade).
+_SERVER = HttpError(503, "service_unavailable", "dependency_unavailable")
+_INTERNAL = orjson.dumps(
+    {
+        "error": {
+            "message": "internal error in the deja gateway; see its log",
+            "type": "server_error",
+            "param": None,
+            "code": "internal_error",
+        }
+    }
+)
+
+
+def http_error(exc: DejaError) -> HttpError:
+    """Status, type and code of ``exc``."""
+    if isinstance(exc, UpstreamClientError):
+        return HttpError(exc.status, _INVALID)
+    for cls, shape in _TABLE:
+        if isinstance(exc, cls):
+            return shape
+    return _SERVER
+
+
+def error_body(exc: DejaError) -> dict[str, Any]:
+    """OpenAI's error shape for ``exc`` (a replica's own 4xx body passes through)."""
+    if isinstance(exc, UpstreamClientError):
+        return exc.body
+    shape = http_error(exc)
+    return {
+        "error": {
+            "message": exc.message,
+            "type": shape.type,
+            "param": exc.param,
+            "code": shape.code,
+        }
+    }
+
+
+def error_headers(exc: DejaError) -> dict[str, str]:
+    if isinstance(exc, RateLimitError):
+        return {"retry-after": str(exc.retry_after)}
+    if isinstance(exc, AuthenticationError):
+        return {"www-authenticate": "Bearer"}
+    if isinstance(exc, UpstreamClientError):
+        return exc.headers
+    return {}
+
+
+def error_response(exc: BaseException, where: str = "") -> Response:
+    """The response for any exception: a deja error in OpenAI's shape, a bug as a logged,
+    opaque 500 (never a traceback on the wire)."""
+    if isinstance(exc, DejaError):
+        status = http_error(exc).status
+        if status >= 500:
+            log.warning("%s -> %d: %s", where, status, exc)
+        return prebuilt(orjson.dumps(error_body(exc)), JSON, error_headers(exc), status)
+    log.error("unhandled error on %s", where, exc_info=exc)
+    return prebuilt(_INTERNAL, JSON, {}, 500)
+
+
+def plain_error(status: int, message: str, code: str | None = None) -> Response:
+    """An OpenAI-shaped error for a status the framework decided (404/405 on unknown routes)."""
+    body = {"error": {"message": message, "type": _INVALID, "param": None, "code": code}}
+    return prebuilt(orjson.dumps(body), JSON, {}, status)
