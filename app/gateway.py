@@ -13,17 +13,22 @@ from contextlib import AsyncExitStack, asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
-import redis.asyncio as aioredis
 from opentelemetry.sdk.trace.export import SpanExporter
-from qdrant_client import AsyncQdrantClient
 from starlette.requests import Request
 
+from app.resources import (
+    Replicas,
+    client_keys,
+    exact_store,
+    semantic_cache,
+    semantic_step,
+    temporal_detector,
+    uses_data_dir_exclusively,
+)
 from config.settings import ConfigError, Settings
 from deja.cache.exact.base import ExactStore
-from deja.cache.exact.memory import MemoryExactStore
-from deja.cache.exact.redis import RedisExactStore, connect_redis
+from deja.cache.exact.redis import connect_redis
 from deja.datadir import DataDirLock
-from deja.embedding.base import Embedder
 from deja.errors import CacheUnavailableError
 from deja.observability.accesslog import AccessLog
 from deja.observability.metrics import Metrics
@@ -31,12 +36,10 @@ from deja.observability.tracing import Tracing
 from deja.replicas.discovery import ModelDiscovery
 from deja.replicas.health import HealthMonitor
 from deja.replicas.pool import ReplicaPool
-from deja.replicas.upstream import Upstream, build_session
+from deja.replicas.upstream import Upstream
 from deja.routing.prefix import PrefixConfig
-from deja.routing.router import Router
 from deja.semantic.cache import SEMANTIC_ERRORS, SemanticCache
-from deja.temporal.rules import TemporalDetector
-from deja.tenancy.keyring import KeyRing, RateLimiter, load_keys
+from deja.tenancy.keyring import KeyRing, RateLimiter
 from deja.tenancy.thresholds import (
     FileThresholdStore,
     RedisThresholdStore,
@@ -44,18 +47,11 @@ from deja.tenancy.thresholds import (
     ThresholdStore,
     follow,
 )
-from deja.vectorstore.base import VectorStore, collection_name
-from deja.vectorstore.edge import EdgeVectorStore
-from deja.vectorstore.qdrant import QdrantServerVectorStore
 from middleware.pipeline import Observability, Pipeline
-from middleware.semantic import SemanticSettings, SemanticStep
 from middleware.tasks import BackgroundTasks
 
 log = logging.getLogger("deja")
 
-#: ``DEJA_QDRANT_URL`` value that runs the server implementation on qdrant-client's in-process
-#: local mode (same client API, no server): for tests and demos only.
-QDRANT_LOCAL_MEMORY = ":memory:"
 #: How often the per-layer entry gauges are recounted (a count is a scan on Redis).
 ENTRY_GAUGE_SECONDS = 15.0
 
@@ -116,71 +112,44 @@ class Gateway:
         span_exporter: SpanExporter | None,
         access_sink: BinaryIO | None,
     ) -> Gateway:
-        if settings.admin_key is None:
-            log.warning("DEJA_ADMIN_KEY is not set: the admin API (/admin) is disabled")
-        keys = load_keys(settings.keys_file)
-        if keys.open:
-            log.warning(
-                "NO CLIENT KEYS CONFIGURED (DEJA_KEYS_FILE): the gateway is open, every caller "
-                "is tenant 'default'"
-            )
+        keys = client_keys(settings)
         if uses_data_dir_exclusively(settings):
             lock = DataDirLock(settings.data_dir)
             lock.acquire()
             stack.callback(lock.release)
-        urls, simulated = await _replica_urls(stack, settings)
-        http = build_session(
-            connect_timeout=settings.upstream_connect_timeout_seconds,
-            read_timeout=settings.upstream_timeout_seconds,
-            max_connections=settings.upstream_max_connections,
-        )
-        stack.push_async_callback(http.close)
+        tracing = Tracing(span_exporter, batch=span_exporter is None)
+        stack.callback(tracing.shutdown)
+        metrics = Metrics(tenant_label=settings.metrics_tenant_label)
+        replicas = await Replicas.open(stack, settings, metrics)
         redis = None
         if settings.redis_url and settings.cache_enabled:
             redis = connect_redis(settings.redis_url, timeout=settings.redis_timeout_seconds)
             stack.push_async_callback(redis.aclose)
-        tracing = Tracing(span_exporter, batch=span_exporter is None)
-        stack.callback(tracing.shutdown)
-        metrics = Metrics(tenant_label=settings.metrics_tenant_label)
-        pool = ReplicaPool(
-            urls,
-            cooldown=settings.replica_cooldown_seconds,
-            scrape_interval=settings.health_check_interval_seconds,
-            simulated=simulated,
-        )
-        metrics.watch_pool(pool)
-        api_key = settings.replica_api_key.get_secret_value() if settings.replica_api_key else None
-        router = Router(pool, settings.routing_policy, settings.routing_epsilon)
-        upstream = Upstream(router, http, api_key, metrics)
-        exact = _exact_store(settings, redis)
+        exact = exact_store(settings, redis)
         if exact is not None:
             stack.push_async_callback(exact.close)
         thresholds = Thresholds(global_=settings.semantic_threshold)
         metrics.threshold.set_function(lambda: thresholds.global_)
-        semantic = await _semantic_cache(stack, settings, metrics, tracing)
+        semantic = await semantic_cache(stack, settings, metrics, tracing)
         background = BackgroundTasks()
+        stack.push_async_callback(background.drain)  # pending stores finish before closing
+        prefix = PrefixConfig(
+            settings.prefix_mode, settings.prefix_block_size, settings.prefix_max_blocks
+        )
+        access_log = AccessLog(access_sink) if settings.access_log else None
         pipeline = Pipeline(
             exact=exact,
-            upstream=upstream,
-            semantic=_semantic_step(settings, semantic, exact, thresholds, metrics, background),
-            temporal=TemporalDetector(settings.temporal_extra_patterns)
-            if settings.temporal_bypass
-            else None,
-            prefix=PrefixConfig(
-                settings.prefix_mode, settings.prefix_block_size, settings.prefix_max_blocks
-            ),
-            observability=Observability(
-                metrics, tracing, AccessLog(access_sink) if settings.access_log else None
-            ),
+            upstream=replicas.upstream,
+            semantic=semantic_step(settings, semantic, exact, thresholds, metrics, background),
+            temporal=temporal_detector(settings),
+            prefix=prefix,
+            observability=Observability(metrics, tracing, access_log),
             background=background,
         )
-        stack.push_async_callback(background.drain)  # pending stores finish before closing
-        gateway = cls(
+        return cls(
             settings=settings,
-            upstream=upstream,
-            discovery=ModelDiscovery(
-                pool, http, timeout=settings.health_check_timeout_seconds, api_key=api_key
-            ),
+            upstream=replicas.upstream,
+            discovery=replicas.discovery,
             exact=exact,
             semantic=semantic,
             pipeline=pipeline,
@@ -191,16 +160,10 @@ class Gateway:
             if redis is not None
             else FileThresholdStore(settings.data_dir / "thresholds.json"),
             metrics=metrics,
-            monitor=HealthMonitor(
-                pool,
-                http,
-                interval=settings.health_check_interval_seconds,
-                timeout=settings.health_check_timeout_seconds,
-            ),
+            monitor=replicas.monitor,
             reload=reload,
             background=background,
         )
-        return gateway
 
     def _start_background(self, stack: AsyncExitStack) -> None:
         settings = self.settings
@@ -269,120 +232,6 @@ def gateway_of(request: Request) -> Gateway:
     """The gateway that owns this request's app (set by the lifespan)."""
     gateway: Gateway = request.app.state.gateway
     return gateway
-
-
-def uses_data_dir_exclusively(settings: Settings) -> bool:
-    """True when this process would open single-writer files under ``data_dir`` (the embedded
-    Qdrant Edge store)."""
-    return settings.cache_enabled and settings.semantic_enabled and not settings.qdrant_url
-
-
-async def _replica_urls(stack: AsyncExitStack, settings: Settings) -> tuple[list[str], bool]:
-    """The configured replicas, or in demo mode simulated ones started in-process."""
-    if settings.replicas or not settings.demo:
-        if not settings.replicas:
-            log.warning("no replicas configured (DEJA_REPLICAS); generation requests get 503")
-        return list(settings.replicas), False
-    from deja.sim.config import SimConfig
-    from deja.sim.runner import start_simulators
-
-    cluster = await start_simulators(settings.demo_replicas, SimConfig(), host="127.0.0.1")
-    stack.push_async_callback(cluster.stop)
-    log.warning(
-        "no replicas configured: started %d SIMULATED vLLM replicas (deja sim) at %s "
-        "-- answers are synthetic, not from a model",
-        len(cluster.urls),
-        ", ".join(cluster.urls),
-    )
-    return list(cluster.urls), True
-
-
-def _exact_store(settings: Settings, redis: aioredis.Redis | None) -> ExactStore | None:
-    if not settings.cache_enabled:
-        return None
-    if redis is not None:
-        return RedisExactStore(
-            redis,
-            timeout=settings.redis_timeout_seconds,
-            retry_seconds=settings.redis_retry_seconds,
-        )
-    return MemoryExactStore(
-        max_entries=settings.memory_cache_max_entries, max_bytes=settings.memory_cache_max_bytes
-    )
-
-
-def _embedder(settings: Settings) -> Embedder:
-    if settings.embedder == "sentence-transformers":
-        from deja.embedding.st import load_st_embedder
-
-        return load_st_embedder(settings.embedder_model)
-    from deja.embedding.onnx.embedder import load_onnx_embedder
-
-    model_dir = settings.model_dir or settings.data_dir / "models"
-    return load_onnx_embedder(
-        model_dir, threads=settings.embedder_threads, batching=settings.embedder_batching
-    )
-
-
-def _vector_store(settings: Settings, embedder: Embedder) -> VectorStore:
-    collection = collection_name(embedder.model_id, embedder.dim)
-    if settings.qdrant_url == QDRANT_LOCAL_MEMORY:
-        client = AsyncQdrantClient(location=":memory:")
-        return QdrantServerVectorStore(collection=collection, dim=embedder.dim, client=client)
-    if settings.qdrant_url:
-        key = settings.qdrant_api_key.get_secret_value() if settings.qdrant_api_key else None
-        return QdrantServerVectorStore(
-            collection=collection,
-            dim=embedder.dim,
-            url=settings.qdrant_url,
-            api_key=key,
-            timeout=settings.semantic_timeout_seconds,
-        )
-    return EdgeVectorStore(settings.data_dir, collection=collection, dim=embedder.dim)
-
-
-async def _semantic_cache(
-    stack: AsyncExitStack, settings: Settings, metrics: Metrics, tracing: Tracing
-) -> SemanticCache | None:
-    if not (settings.cache_enabled and settings.semantic_enabled):
-        return None
-    embedder = _embedder(settings)
-    stack.push_async_callback(embedder.close)
-    store = _vector_store(settings, embedder)
-    await store.open()
-    stack.push_async_callback(store.close)
-    log.info(
-        "semantic cache: %s (dim %d) on %s, θ=%.3f",
-        embedder.model_id,
-        embedder.dim,
-        store.name,
-        settings.semantic_threshold,
-    )
-    return SemanticCache(
-        embedder, store, on_embedded=metrics.embedding_seconds.observe, tracing=tracing
-    )
-
-
-def _semantic_step(
-    settings: Settings,
-    semantic: SemanticCache | None,
-    exact: ExactStore | None,
-    thresholds: Thresholds,
-    metrics: Metrics,
-    background: BackgroundTasks,
-) -> SemanticStep | None:
-    if semantic is None or exact is None:
-        return None
-    return SemanticStep(
-        semantic,
-        exact,
-        settings=SemanticSettings(
-            timeout=settings.semantic_timeout_seconds, context_rule=settings.semantic_context
-        ),
-        thresholds=thresholds,
-        metrics=metrics,
-        spawn=background.spawn,
-    )
 
 
 async def _sweep_forever(semantic: SemanticCache, every: float) -> None:

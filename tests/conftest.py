@@ -1,14 +1,16 @@
+"""The shared fixtures: a real Redis, simulated replicas, and the gateway factory. Helpers they
+build on live in ``tests/support.py``."""
+
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 import pytest
 
 from deja.sim.config import SimConfig
 from deja.sim.runner import SimCluster, start_simulators
-from tests.support import RedisServer, redis_url_from_env
-
-SIM_MODEL = "deja-sim-1"
+from tests.support import RedisServer, gateway, redis_url_from_env
 
 
 @pytest.fixture(scope="session")
@@ -34,3 +36,10 @@ async def sims() -> AsyncIterator[SimCluster]:
         yield cluster
     finally:
         await cluster.stop()
+
+
+@pytest.fixture
+def make_gateway() -> Any:
+    """The one gateway factory: ``async with make_gateway(**settings) as (url, app)`` runs a
+    real gateway (uvicorn on a free loopback port, its own data dir)."""
+    return gateway

@@ -20,6 +20,9 @@ import uvicorn
 from app.main import create_app
 from config.settings import Settings
 
+#: The model the simulated replicas serve.
+SIM_MODEL = "deja-sim-1"
+
 
 def free_port() -> int:
     with socket.socket() as sock:

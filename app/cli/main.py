@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import click
 import orjson
 
-from config.settings import Settings, load_settings
-from deja.errors import ConfigError
+from config.settings import load_settings
+from deja.errors import ConfigError, DataDirInUseError
 
 
 def _configure_logging(level: str) -> None:
@@ -79,34 +78,20 @@ def serve(
         click.echo(orjson.dumps(settings.masked(), option=orjson.OPT_INDENT_2).decode())
         return
     _configure_logging(settings.log_level)
-    run_server(settings, reload=lambda: load_settings(config_file, **overrides))
+    from app.server import preflight, run_server
 
-
-def run_server(settings: Settings, reload: Callable[[], Settings] | None = None) -> None:
-    """Serve until interrupted; SIGHUP (or POST /admin/replicas/reload) calls ``reload``."""
-    import uvicorn
-
-    from app.main import create_app
-
-    uvicorn.run(
-        create_app(settings, reload=reload),
-        host=settings.host,
-        port=settings.port,
-        loop="uvloop",
-        http="httptools",
-        lifespan="on",
-        access_log=False,
-        log_level=settings.log_level,
-        # deja reads no client address, so X-Forwarded-* parsing is pure cost on the hot path.
-        proxy_headers=False,
-        server_header=False,
-        timeout_graceful_shutdown=10,
-    )
+    try:
+        sock = preflight(settings)
+    except (DataDirInUseError, OSError) as exc:
+        raise click.ClickException(str(exc)) from None
+    run_server(settings, sock, reload=lambda: load_settings(config_file, **overrides))
 
 
 def _register_subcommands() -> None:
-    from app.cli.admin import cache_group, keys_group, threshold_group
+    from app.cli.cache import cache_group
+    from app.cli.keys import keys_group
     from app.cli.sim import sim_command
+    from app.cli.threshold import threshold_group
 
     main.add_command(sim_command)
     main.add_command(cache_group)

@@ -95,8 +95,14 @@ class Metrics:
     def __init__(self, *, tenant_label: bool = False) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         self.tenant_label = tenant_label
-        r = self.registry
-        request_labels = ["route", "cache", *(["tenant"] if tenant_label else [])]
+        self._define_latencies(self.registry)
+        self._define_counts(self.registry)
+        self._pool: ReplicaPool | None = None
+        self.registry.register(_ReplicaCollector(lambda: self._pool))
+        self._children: dict[tuple[Any, ...], Any] = {}
+
+    def _define_latencies(self, r: CollectorRegistry) -> None:
+        request_labels = ["route", "cache", *(["tenant"] if self.tenant_label else [])]
         self.requests = Counter(
             "deja_requests",
             "Generation requests by route and cache outcome",
@@ -136,6 +142,8 @@ class Metrics:
             buckets=SIMILARITY_BUCKETS,
             registry=r,
         )
+
+    def _define_counts(self, r: CollectorRegistry) -> None:
         self.threshold = Gauge("deja_semantic_threshold", "The global θ", registry=r)
         self.upstream = Counter(
             "deja_upstream_requests",
@@ -173,9 +181,6 @@ class Metrics:
         self.admin_actions = Counter(
             "deja_admin_actions", "Admin API actions", ["action"], registry=r
         )
-        self._pool: ReplicaPool | None = None
-        r.register(_ReplicaCollector(lambda: self._pool))
-        self._children: dict[tuple[Any, ...], Any] = {}
 
     def watch_pool(self, pool: ReplicaPool) -> None:
         self._pool = pool

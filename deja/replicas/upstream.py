@@ -214,15 +214,17 @@ class Upstream:
             self._headers["authorization"] = f"Bearer {api_key}"
 
     async def _send(
-        self, path: str, body: bytes, model: str, key: str | None
+        self, path: str, body: bytes, model: str, prefix_key: str | None
     ) -> tuple[Replica, str, aiohttp.ClientResponse]:
         """The first replica in route order that answers with neither 5xx nor 429.
 
         On return the replica's ``in_flight`` counts this request; the caller decrements it.
         """
-        route = self.router.route(model, key)
+        route = self.router.route(model, prefix_key)
         # The key travels on, so an L7 balancer between deja and the replicas can hash on it.
-        headers = self._headers if key is None else {**self._headers, "x-prefix-hash": key}
+        headers = self._headers
+        if prefix_key is not None:
+            headers = {**headers, "x-prefix-hash": prefix_key}
         last: UpstreamError | None = None
         for attempt, replica in enumerate(route.order[:MAX_ATTEMPTS]):
             if attempt:
@@ -256,20 +258,7 @@ class Upstream:
             status = response.status
             self.metrics.upstream_answer(replica.name, str(status), time.perf_counter() - sent)
             if status == 429 or status >= 500:
-                try:
-                    data = await self._read(replica, response)
-                except UpstreamError:
-                    data = b""
-                finally:
-                    replica.in_flight -= 1
-                self.pool.record_failure(
-                    replica,
-                    f"HTTP {status}",
-                    immediate=status in (429, 503),
-                    retry_after=retry_after(response.headers),
-                )
-                last = _error_from_reply(status, data, response.headers, replica)
-                log.warning("replica %s answered %d, failing over", replica.name, status)
+                last = await self._refused(replica, response)
                 continue
             self.pool.record_success(replica)
             reason = route.reason if attempt == 0 else "failover"
@@ -279,6 +268,25 @@ class Upstream:
             raise NoHealthyReplicaError(f"no healthy replica serves model {model!r} right now")
         raise last
 
+    async def _refused(self, replica: Replica, response: aiohttp.ClientResponse) -> UpstreamError:
+        """A 429 or 5xx: read the body, mark the replica, and return the error to fail over
+        from (``Retry-After`` keeps the replica out, capped)."""
+        try:
+            data = await self._read(replica, response)
+        except UpstreamError:
+            data = b""
+        finally:
+            replica.in_flight -= 1
+        status = response.status
+        self.pool.record_failure(
+            replica,
+            f"HTTP {status}",
+            immediate=status in (429, 503),
+            retry_after=retry_after(response.headers),
+        )
+        log.warning("replica %s answered %d, failing over", replica.name, status)
+        return _error_from_reply(status, data, response.headers, replica)
+
     async def _read(self, replica: Replica, response: aiohttp.ClientResponse) -> bytes:
         try:
             with map_aiohttp_errors(replica.name, "reading its answer"):
@@ -286,9 +294,11 @@ class Upstream:
         finally:
             response.release()
 
-    async def complete(self, path: str, body: bytes, model: str, key: str | None) -> UpstreamReply:
+    async def complete(
+        self, path: str, body: bytes, model: str, prefix_key: str | None
+    ) -> UpstreamReply:
         """Send a non-streamed request; a 200 answer comes back whole, anything else raises."""
-        replica, reason, response = await self._send(path, body, model, key)
+        replica, reason, response = await self._send(path, body, model, prefix_key)
         try:
             data = await self._read(replica, response)
         finally:
@@ -298,10 +308,10 @@ class Upstream:
         return UpstreamReply(replica=replica, reason=reason, body=data)
 
     async def open_stream(
-        self, path: str, body: bytes, model: str, key: str | None
+        self, path: str, body: bytes, model: str, prefix_key: str | None
     ) -> UpstreamStream:
         """Send a streamed request and return once the replica's 200 headers have arrived."""
-        replica, reason, response = await self._send(path, body, model, key)
+        replica, reason, response = await self._send(path, body, model, prefix_key)
         if response.status != 200:
             try:
                 data = await self._read(replica, response)

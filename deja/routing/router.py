@@ -43,7 +43,7 @@ class Router:
         self.epsilon = epsilon
         self._rotation = itertools.count()
 
-    def route(self, model: str, key: str | None) -> Route:
+    def route(self, model: str, prefix_key: str | None) -> Route:
         now = time.monotonic()
         usable = self.pool.candidates(model, now)
         if not usable:
@@ -53,14 +53,16 @@ class Router:
             return Route(usable[start:] + usable[:start], "round_robin")
         interval = self.pool.scrape_interval
         loads = {r.url: r.load(now, interval) for r in usable}
-        if self.policy == "prefix" and key is not None:
+        if self.policy == "prefix" and prefix_key is not None:
             by_url = {r.url: r for r in usable}
             try:
-                placement = self.pool.ring.place(key, loads, by_url.keys(), self.epsilon)
+                placement = self.pool.ring.place(prefix_key, loads, by_url.keys(), self.epsilon)
             except NoReplicaError as exc:  # usable replicas not on the ring (mid-reload)
                 raise NoHealthyReplicaError(str(exc)) from exc
             first = by_url[placement.replica]
-            rest = [by_url[u] for u in self.pool.ring.walk(key) if u in by_url and u != first.url]
+            rest = [
+                by_url[u] for u in self.pool.ring.walk(prefix_key) if u in by_url and u != first.url
+            ]
             return Route([first, *rest], placement.reason)
         ordered = sorted(usable, key=lambda r: (loads[r.url] / r.weight, r.url))
         return Route(ordered, "no_prefix" if self.policy == "prefix" else "least_loaded")

@@ -1,8 +1,12 @@
 """Simulated vLLM replica (``deja sim``) for tests, benchmarks and demos - never production.
 
+A standalone program: it imports nothing else from the project, and it is the one part of the
+domain package that runs its own web server (Starlette).
+
 Modules: :mod:`deja.sim.config` (``SimConfig``), :mod:`deja.sim.engine` (pure logic),
 :mod:`deja.sim.metrics` (vLLM-named Prometheus metrics), :mod:`deja.sim.server`
-(``create_sim_app``), :mod:`deja.sim.responses` (response bodies), :mod:`deja.sim.sse`
-(streaming and disconnects), :mod:`deja.sim.runner` (``start_simulators``, ``run_simulator``) and
-:mod:`app.cli.sim` (``sim_command``).
+(``create_sim_app``, service routes), :mod:`deja.sim.generation` (the OpenAI endpoints),
+:mod:`deja.sim.state` (shared state, faults), :mod:`deja.sim.responses` (response bodies),
+:mod:`deja.sim.sse` (streaming and disconnects), :mod:`deja.sim.runner` (``start_simulators``,
+``run_simulator``); the CLI is :mod:`app.cli.sim` (``sim_command``).
 """

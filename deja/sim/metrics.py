@@ -88,28 +88,27 @@ class SimMetrics:
             registry=reg,
         )
         self._model = model
-        self.time_to_first_token = Histogram(
+        self.time_to_first_token = self._histogram(
             "vllm:time_to_first_token_seconds",
             "Time to first token, in seconds (simulated).",
-            labels,
-            buckets=_TTFT_BUCKETS,
-            registry=reg,
-        ).labels(model_name=model)
-        self.time_per_output_token = Histogram(
+            _TTFT_BUCKETS,
+        )
+        self.time_per_output_token = self._histogram(
             "vllm:time_per_output_token_seconds",
             "Time per output token after the first, in seconds (simulated).",
-            labels,
-            buckets=_TPOT_BUCKETS,
-            registry=reg,
-        ).labels(model_name=model)
-        self.e2e_request_latency = Histogram(
+            _TPOT_BUCKETS,
+        )
+        self.e2e_request_latency = self._histogram(
             "vllm:e2e_request_latency_seconds",
             "End-to-end request latency, in seconds (simulated).",
-            labels,
-            buckets=_E2E_BUCKETS,
-            registry=reg,
-        ).labels(model_name=model)
+            _E2E_BUCKETS,
+        )
         self._preemptions_seen = 0
+
+    def _histogram(self, name: str, doc: str, buckets: tuple[float, ...]) -> Histogram:
+        """A ``model_name``-labelled histogram in this registry, its label set to our model."""
+        histogram = Histogram(name, doc, ["model_name"], buckets=buckets, registry=self.registry)
+        return histogram.labels(model_name=self._model)
 
     def record_prompt(self, prompt_tokens: int, cached_tokens: int) -> None:
         """Count a prompt's tokens and its prefix-cache query and hit tokens."""

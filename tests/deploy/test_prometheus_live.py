@@ -24,7 +24,6 @@ import pytest
 import yaml
 
 from deja.sim.runner import SimCluster
-from tests.conftest import SIM_MODEL
 from tests.deploy.helpers import (
     DEJA_METRICS,
     ROOT,
@@ -35,7 +34,7 @@ from tests.deploy.helpers import (
     load_dashboard,
     require_binary,
 )
-from tests.support import free_port, gateway
+from tests.support import SIM_MODEL, free_port, gateway
 
 pytestmark = pytest.mark.integration
 

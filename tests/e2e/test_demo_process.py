@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -41,6 +42,18 @@ def test_demo_gateway_process_serves_miss_then_hit(tmp_path: Path) -> None:
             assert proc.poll() is None, "gateway exited during start-up"
             assert time.monotonic() < deadline, "gateway did not become ready"
             time.sleep(0.1)
+        # A second gateway on the same data dir is refused in one line, naming the holder.
+        second_port = free_port()
+        refused = subprocess.run(
+            [sys.executable, "-m", "app", "serve", "--demo", "--port", str(second_port)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert refused.returncode == 1
+        assert f"in use by another deja process (pid {proc.pid})" in refused.stderr
+        assert "Traceback" not in refused.stderr + refused.stdout
         client = openai.OpenAI(base_url=base + "/v1", api_key="sk-demo", max_retries=0)
         model = client.models.list().data[0]
         assert "simulated" in model.owned_by
@@ -54,4 +67,28 @@ def test_demo_gateway_process_serves_miss_then_hit(tmp_path: Path) -> None:
         proc.send_signal(signal.SIGINT)
         output, _ = proc.communicate(timeout=20)
     assert "SIMULATED" in output
+    assert f"Uvicorn running on http://127.0.0.1:{port}" in output  # not hidden by the sims
     assert "Traceback" not in output
+
+
+def test_busy_port_fails_in_one_line_before_loading_models(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DEJA_")}
+    env.update(DEJA_DATA_DIR=str(tmp_path), DEJA_MODEL_DIR=str(MODEL_DIR))
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        started = time.monotonic()
+        result = subprocess.run(
+            [sys.executable, "-m", "app", "serve", "--demo", "--port", str(port)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert result.returncode == 1
+    assert f"cannot listen on 127.0.0.1:{port}" in result.stderr
+    output = result.stderr + result.stdout
+    assert "semantic cache:" not in output  # the embedder was never loaded
+    assert "Traceback" not in output
+    assert time.monotonic() - started < 20

@@ -9,8 +9,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from deja.sim.runner import SimCluster
-from tests.conftest import SIM_MODEL
-from tests.support import gateway
+from tests.support import SIM_MODEL, gateway
 
 pytestmark = pytest.mark.e2e
 

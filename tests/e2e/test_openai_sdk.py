@@ -13,8 +13,7 @@ import pytest
 
 from deja.sim.engine import answer_digest, render_chat
 from deja.sim.runner import SimCluster
-from tests.conftest import SIM_MODEL
-from tests.support import gateway
+from tests.support import SIM_MODEL, gateway
 
 pytestmark = pytest.mark.e2e
 

@@ -16,8 +16,7 @@ from deja.errors import VectorStoreError
 from deja.sim.config import SimConfig
 from deja.sim.engine import answer_digest, render_chat
 from deja.sim.runner import SimCluster, start_simulators
-from tests.conftest import SIM_MODEL
-from tests.support import gateway
+from tests.support import SIM_MODEL, gateway
 
 pytestmark = pytest.mark.e2e
 

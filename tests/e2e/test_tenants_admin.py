@@ -17,8 +17,7 @@ import yaml
 
 from deja.sim.runner import SimCluster
 from deja.tenancy.keyring import key_hash
-from tests.conftest import SIM_MODEL
-from tests.support import gateway
+from tests.support import SIM_MODEL, gateway
 
 pytestmark = pytest.mark.e2e
 

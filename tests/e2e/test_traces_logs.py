@@ -11,8 +11,7 @@ import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from deja.sim.runner import SimCluster
-from tests.conftest import SIM_MODEL
-from tests.support import gateway
+from tests.support import SIM_MODEL, gateway
 
 pytestmark = pytest.mark.e2e
 

@@ -15,8 +15,7 @@ import pytest
 
 from deja.sim.config import SimConfig
 from deja.sim.runner import SimCluster, start_simulators
-from tests.conftest import SIM_MODEL
-from tests.support import RedisServer, free_port, gateway
+from tests.support import SIM_MODEL, RedisServer, free_port, gateway
 
 pytestmark = pytest.mark.integration
 

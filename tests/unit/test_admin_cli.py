@@ -18,9 +18,12 @@ import pytest
 import yaml
 from click.testing import CliRunner, Result
 
-from app.cli import admin as admin_cli
+from app.cli import cache as admin_cli
 from app.cli import support as cli_support
-from app.cli.admin import cache_group, keys_group, parse_duration, threshold_group
+from app.cli.cache import cache_group
+from app.cli.keys import keys_group
+from app.cli.support import parse_duration
+from app.cli.threshold import threshold_group
 
 KEY = "adm-s3cret-key"
 URL = "http://gw.test:8080"

@@ -11,6 +11,7 @@ from config.settings import parse_replica
 from deja.errors import NoHealthyReplicaError
 from deja.replicas.health import parse_vllm_metrics
 from deja.replicas.pool import Breaker, BreakerState, ReplicaPool
+from deja.replicas.upstream import retry_after
 from deja.routing.router import Router
 
 URLS = [f"http://10.0.0.{i}:8000" for i in range(1, 5)]
@@ -135,3 +136,21 @@ def test_prefix_keys_spread_and_models_filter() -> None:
         r.healthy = False
     with pytest.raises(NoHealthyReplicaError):
         router.route("m", "x")
+
+
+@pytest.mark.parametrize(
+    ("header", "expected"),
+    [
+        ("5", 5.0),
+        ("0", 0.0),
+        ("1e9", 60.0),
+        ("inf", None),
+        ("nan", None),
+        ("-3", None),
+        ("x", None),
+    ],
+)
+def test_retry_after_is_capped_and_never_trusted_blindly(
+    header: str, expected: float | None
+) -> None:
+    assert retry_after({"retry-after": header}) == expected

@@ -26,6 +26,8 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from tokenizers import Tokenizer
+
 from deja.embedding.batching import MicroBatcher
 from deja.embedding.onnx.derive import (
     DerivationError,
@@ -47,7 +49,7 @@ from deja.embedding.onnx.encoder import (
     source_model_path,
     tokenizer_json_path,
 )
-from deja.errors import EmbedderError
+from deja.errors import EmbedderError, describe
 
 log = logging.getLogger("deja.embedder")
 
@@ -155,6 +157,29 @@ class OnnxEmbedder:
         self._encoder.session = None
 
 
+def _encoder(
+    source: Path, cache_dir: Path, tokenizer: Tokenizer, threads: int, variant: Variant
+) -> tuple[Encoder, str]:
+    """The re-quantised encoder when asked for and usable, else the shipped model's."""
+    if variant == "dynint8":
+        try:
+            return load_dynint8(source, cache_dir, tokenizer, threads), DYNINT8_ID
+        except Exception as exc:  # any failure: fall back to the shipped model, loudly
+            log.warning(
+                "cannot use the re-quantised embedding model (%s); using %s as shipped (%s), "
+                "about 3x slower",
+                describe(exc),
+                source,
+                INT8_ID,
+            )
+    try:
+        return Encoder(make_session(source, threads=threads), tokenizer), INT8_ID
+    except EmbedderError:
+        raise
+    except Exception as exc:
+        raise EmbedderError(f"cannot load the embedding model {source}: {exc}") from exc
+
+
 def load_onnx_embedder(
     cache_dir: Path,
     *,
@@ -189,28 +214,9 @@ def load_onnx_embedder(
     source = model_path or source_model_path()
     if not source.is_file():
         raise EmbedderError(f"the embedding model {source} is missing")
-    tokenizer = load_tokenizer(tokenizer_path)
-    encoder: Encoder | None = None
-    model_id = INT8_ID
-    if variant == "dynint8":
-        try:
-            encoder = load_dynint8(source, Path(cache_dir), tokenizer, threads)
-            model_id = DYNINT8_ID
-        except Exception as exc:
-            log.warning(
-                "cannot use the re-quantised embedding model (%s); using %s as shipped (%s), "
-                "about 3x slower",
-                exc,
-                source,
-                INT8_ID,
-            )
-    if encoder is None:
-        try:
-            encoder = Encoder(make_session(source, threads=threads), tokenizer)
-        except EmbedderError:
-            raise
-        except Exception as exc:
-            raise EmbedderError(f"cannot load the embedding model {source}: {exc}") from exc
+    encoder, model_id = _encoder(
+        source, Path(cache_dir), load_tokenizer(tokenizer_path), threads, variant
+    )
     return OnnxEmbedder(
         encoder,
         model_id=model_id,

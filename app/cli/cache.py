@@ -1,9 +1,7 @@
-"""``deja cache``, ``deja threshold`` and ``deja keys``: the operator's command line.
-
-``cache`` and ``threshold`` talk to a *running* gateway's admin HTTP API (``/admin/...``);
-``keys`` edits the local YAML keys file and never touches the network (it lives in
-:mod:`app.cli.keys`; the shared HTTP client, options and formatting in
-:mod:`app.cli.support`). All three groups are importable from here.
+"""``deja cache``: list, delete and invalidate the entries of a *running* gateway through its
+admin HTTP API (``/admin/...``). ``deja threshold`` lives in :mod:`app.cli.threshold`, ``deja
+keys`` in :mod:`app.cli.keys`; the shared HTTP client, options and formatting in
+:mod:`app.cli.support`.
 
 Exit codes (stable, for shell scripts):
 
@@ -17,7 +15,6 @@ Exit codes (stable, for shell scripts):
 
 from __future__ import annotations
 
-import math
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -25,14 +22,8 @@ from typing import Any
 
 import click
 
-from app.cli.keys import keys_group
 from app.cli.support import (
     CONTEXT,
-    EXIT_API_ERROR,
-    EXIT_AUTH,
-    EXIT_OK,
-    EXIT_UNREACHABLE,
-    EXIT_USAGE,
     Api,
     RefusedError,
     api_options,
@@ -40,7 +31,6 @@ from app.cli.support import (
     check_duration,
     check_name,
     entries,
-    parse_duration,
     rate,
     span,
     table,
@@ -48,17 +38,7 @@ from app.cli.support import (
 )
 from deja.cache.keys import ENTRY_ID
 
-__all__ = [
-    "EXIT_API_ERROR",
-    "EXIT_AUTH",
-    "EXIT_OK",
-    "EXIT_UNREACHABLE",
-    "EXIT_USAGE",
-    "cache_group",
-    "keys_group",
-    "parse_duration",
-    "threshold_group",
-]
+__all__ = ["cache_group"]
 
 QUESTION_WIDTH = 60
 SHORT_ID = 12
@@ -67,9 +47,6 @@ MAX_IDS_SHOWN = 100
 
 def _now() -> float:
     return time.time()
-
-
-# --------------------------------------------------------------------------- deja cache
 
 
 @click.group("cache", context_settings=CONTEXT)
@@ -332,86 +309,3 @@ def cache_flush(
 
 
 # --------------------------------------------------------------------------- deja threshold
-
-
-@click.group("threshold", context_settings=CONTEXT)
-def threshold_group() -> None:
-    """Read and change the semantic-cache similarity threshold (theta) of a running gateway.
-
-    A semantic hit needs similarity >= theta. There is a global value plus optional
-    per-tenant and per-model overrides. Uses DEJA_ADMIN_URL / DEJA_ADMIN_KEY like
-    `deja cache`, with the same exit codes.
-    """
-
-
-def _threshold_text(data: Mapping[str, Any]) -> str:
-    rows: list[list[object]] = [["global", "-", repr(float(data["global"]))]]
-    for scope, field in (("tenant", "tenants"), ("model", "models")):
-        overrides = data.get(field) or {}
-        rows.extend([scope, name, repr(float(overrides[name]))] for name in sorted(overrides))
-    return table(["SCOPE", "NAME", "THRESHOLD"], rows, right="2")
-
-
-def _show_threshold(api: Api, data: Any) -> None:
-    if api.emit(data):
-        return
-    try:
-        click.echo(_threshold_text(data))
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        bad_shape(exc)
-
-
-@threshold_group.command("get", context_settings=CONTEXT)
-@api_options
-def threshold_get(url: str, key: str, as_json: bool, timeout: float) -> None:
-    """Show the global threshold and every per-tenant / per-model override."""
-    api = Api(url, key, timeout, as_json)
-    _show_threshold(api, api.call("GET", "/admin/threshold"))
-
-
-@threshold_group.command("set", context_settings=CONTEXT)
-@click.argument("value", required=False, type=click.FloatRange(0.0, 1.0))
-@click.option("--tenant", callback=check_name, help="Set (or --clear) this tenant's override.")
-@click.option("--model", callback=check_name, help="Set (or --clear) this model's override.")
-@click.option(
-    "--clear", is_flag=True, help="Remove the --tenant/--model override instead of setting it."
-)
-@api_options
-def threshold_set(
-    value: float | None,
-    tenant: str | None,
-    model: str | None,
-    clear: bool,
-    url: str,
-    key: str,
-    as_json: bool,
-    timeout: float,
-) -> None:
-    """Set the global threshold to VALUE (0..1), or a --tenant / --model override.
-
-    \b
-    Examples:
-      deja threshold set 0.92
-      deja threshold set 0.97 --tenant acme
-      deja threshold set --clear --model gpt-4o-mini
-    """
-    if tenant is not None and model is not None:
-        raise click.UsageError("give --tenant or --model, not both")
-    if clear:
-        if value is not None:
-            raise click.UsageError("give VALUE or --clear, not both")
-        if tenant is None and model is None:
-            raise click.UsageError("--clear needs --tenant or --model (the global value stays)")
-    elif value is None:
-        raise click.UsageError("missing VALUE (a number from 0 to 1), or use --clear")
-    elif not math.isfinite(value):
-        raise click.BadParameter("must be a number from 0 to 1", param_hint="VALUE")
-    body: dict[str, Any]
-    if tenant is not None:
-        body = {"tenants": {tenant: value}}
-    elif model is not None:
-        body = {"models": {model: value}}
-    else:
-        body = {"global": value}
-    api = Api(url, key, timeout, as_json)
-    _show_threshold(api, api.call("PUT", "/admin/threshold", body=body))

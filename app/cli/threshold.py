@@ -1,0 +1,97 @@
+"""``deja threshold``: read and change θ of a *running* gateway through its admin HTTP API.
+Same options and exit codes as ``deja cache`` (:mod:`app.cli.support`)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import click
+
+from app.cli.support import CONTEXT, Api, api_options, bad_shape, check_name, table
+
+__all__ = ["threshold_group"]
+
+
+@click.group("threshold", context_settings=CONTEXT)
+def threshold_group() -> None:
+    """Read and change the semantic-cache similarity threshold (theta) of a running gateway.
+
+    A semantic hit needs similarity >= theta. There is a global value plus optional
+    per-tenant and per-model overrides. Uses DEJA_ADMIN_URL / DEJA_ADMIN_KEY like
+    `deja cache`, with the same exit codes.
+    """
+
+
+def _threshold_text(data: Mapping[str, Any]) -> str:
+    rows: list[list[object]] = [["global", "-", repr(float(data["global"]))]]
+    for scope, field in (("tenant", "tenants"), ("model", "models")):
+        overrides = data.get(field) or {}
+        rows.extend([scope, name, repr(float(overrides[name]))] for name in sorted(overrides))
+    return table(["SCOPE", "NAME", "THRESHOLD"], rows, right="2")
+
+
+def _show_threshold(api: Api, data: Any) -> None:
+    if api.emit(data):
+        return
+    try:
+        click.echo(_threshold_text(data))
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        bad_shape(exc)
+
+
+@threshold_group.command("get", context_settings=CONTEXT)
+@api_options
+def threshold_get(url: str, key: str, as_json: bool, timeout: float) -> None:
+    """Show the global threshold and every per-tenant / per-model override."""
+    api = Api(url, key, timeout, as_json)
+    _show_threshold(api, api.call("GET", "/admin/threshold"))
+
+
+@threshold_group.command("set", context_settings=CONTEXT)
+@click.argument("value", required=False, type=click.FloatRange(0.0, 1.0))
+@click.option("--tenant", callback=check_name, help="Set (or --clear) this tenant's override.")
+@click.option("--model", callback=check_name, help="Set (or --clear) this model's override.")
+@click.option(
+    "--clear", is_flag=True, help="Remove the --tenant/--model override instead of setting it."
+)
+@api_options
+def threshold_set(
+    value: float | None,
+    tenant: str | None,
+    model: str | None,
+    clear: bool,
+    url: str,
+    key: str,
+    as_json: bool,
+    timeout: float,
+) -> None:
+    """Set the global threshold to VALUE (0..1), or a --tenant / --model override.
+
+    \b
+    Examples:
+      deja threshold set 0.92
+      deja threshold set 0.97 --tenant acme
+      deja threshold set --clear --model gpt-4o-mini
+    """
+    if tenant is not None and model is not None:
+        raise click.UsageError("give --tenant or --model, not both")
+    if clear:
+        if value is not None:
+            raise click.UsageError("give VALUE or --clear, not both")
+        if tenant is None and model is None:
+            raise click.UsageError("--clear needs --tenant or --model (the global value stays)")
+    elif value is None:
+        raise click.UsageError("missing VALUE (a number from 0 to 1), or use --clear")
+    elif not math.isfinite(value):
+        raise click.BadParameter("must be a number from 0 to 1", param_hint="VALUE")
+    body: dict[str, Any]
+    if tenant is not None:
+        body = {"tenants": {tenant: value}}
+    elif model is not None:
+        body = {"models": {model: value}}
+    else:
+        body = {"global": value}
+    api = Api(url, key, timeout, as_json)
+    _show_threshold(api, api.call("PUT", "/admin/threshold", body=body))

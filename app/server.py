@@ -1,0 +1,72 @@
+"""Running the gateway under uvicorn: checks that fail in one line before any model is loaded,
+then the server on the socket those checks bound."""
+
+from __future__ import annotations
+
+import logging
+import socket
+from collections.abc import Callable
+
+import uvicorn
+
+from app.main import create_app
+from app.resources import uses_data_dir_exclusively
+from config.settings import Settings
+from deja.datadir import DataDirLock
+
+
+def preflight(settings: Settings) -> socket.socket:
+    """Raise ``DataDirInUseError`` when another process holds the data dir, or ``OSError`` when
+    the port is taken; else return the bound socket (uvicorn would only find out after the
+    lifespan had loaded the models)."""
+    if uses_data_dir_exclusively(settings):
+        DataDirLock(settings.data_dir).check_free()
+    family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((settings.host, settings.port))
+    except OSError as exc:
+        sock.close()
+        raise OSError(
+            f"cannot listen on {settings.host}:{settings.port}: {exc.strerror or exc}"
+        ) from None
+    return sock
+
+
+class AnnouncingServer(uvicorn.Server):
+    """uvicorn logs no "running on" line for sockets it is handed; this one does, once it
+    accepts connections."""
+
+    def __init__(self, config: uvicorn.Config, url: str) -> None:
+        super().__init__(config)
+        self.url = url
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets=sockets)
+        if self.started:
+            logging.getLogger("uvicorn.error").info(
+                "Uvicorn running on %s (Press CTRL+C to quit)", self.url
+            )
+
+
+def run_server(
+    settings: Settings, sock: socket.socket, reload: Callable[[], Settings] | None = None
+) -> None:
+    """Serve on ``sock`` until interrupted; SIGHUP (or POST /admin/replicas/reload) calls
+    ``reload``."""
+    config = uvicorn.Config(
+        create_app(settings, reload=reload),
+        loop="uvloop",
+        http="httptools",
+        lifespan="on",
+        access_log=False,
+        log_level=settings.log_level,
+        # deja reads no client address, so X-Forwarded-* parsing is pure cost on the hot path.
+        proxy_headers=False,
+        server_header=False,
+        timeout_graceful_shutdown=10,
+    )
+    host, port = sock.getsockname()[:2]
+    url = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+    AnnouncingServer(config, url).run(sockets=[sock])
