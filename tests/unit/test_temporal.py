@@ -84,10 +84,10 @@ def test_timeless_uses_do_not_bypass(query: str) -> None:
 
 
 def test_deployments_can_add_patterns() -> None:
-    custom = TemporalDetector(extra_patterns=[r"\bon[- ]?call\b", r"\bstock price\b"])
+    custom = TemporalDetector(extra_patterns=[r"\bon[- ]?call\b", r"\bsprint goal\b"])
     assert custom.check("Who is on call?") is not None
-    assert custom.check("What's the ACME stock price?") is not None
-    assert TemporalDetector().check("What's the ACME stock price?") is None
+    assert custom.check("What's the sprint goal?") is not None
+    assert TemporalDetector().check("Who is on call?") is None
 
 
 def test_reports_what_matched() -> None:
