@@ -399,10 +399,6 @@ TIMELESS_PATTERNS: tuple[str, ...] = (
 )
 
 
-def _unnamed(pattern: str) -> str:
-    return pattern.replace("(?P<w>", "(?:")
-
-
 @dataclass(frozen=True, slots=True)
 class Volatility:
     """Why a question was judged volatile: the expression that matched."""
@@ -418,34 +414,28 @@ class TemporalDetector:
         volatile = [*VOLATILE_PATTERNS, *extra_patterns]
         # one regex to find candidates fast; one per pattern so that a match swallowed by a
         # timeless span cannot hide a shorter or later match of another pattern
-        # timeless uses may overlap each other: every pattern is scanned on its own
-        self._any = re.compile("|".join(f"(?:{p})" for p in map(_unnamed, volatile)), _FLAGS)
+        # Every pattern is scanned on its own: a match swallowed by a timeless span must not hide
+        # another pattern's match, and timeless spans may overlap each other.
         self._volatile = tuple(re.compile(p, _FLAGS) for p in volatile)
         self._timeless = tuple(re.compile(p, _FLAGS) for p in TIMELESS_PATTERNS)
         # Repeated questions are what a cache serves: remember recent verdicts.
         self.check = functools.lru_cache(maxsize=cache_size)(self._check)  # type: ignore[method-assign]
 
     def check(self, text: str) -> Volatility | None:
-        """The first volatile expression not inside a timeless one, or None."""
+        """The first volatile expression (in pattern order) not inside a timeless one, or None."""
         return self._check(text)
 
     def _check(self, text: str) -> Volatility | None:
         if not text:
             return None
         text = text.replace("\u2019", "'")  # curly apostrophe: same length, same spans
-        if self._any.search(text) is None:
-            return None
-        timeless = [m.span() for p in self._timeless for m in p.finditer(text)]
-        best: re.Match[str] | None = None
+        timeless: list[tuple[int, int]] | None = None
         for pattern in self._volatile:
             for match in pattern.finditer(text):
+                if timeless is None:
+                    timeless = [m.span() for p in self._timeless for m in p.finditer(text)]
                 # a pattern may name its decisive word (?P<w>...): only that word must be free
                 start, end = match.span("w") if "w" in pattern.groupindex else match.span()
-                if any(t_start <= start and end <= t_end for t_start, t_end in timeless):
-                    continue
-                if best is None or start < best.start():
-                    best = match
-                break
-        if best is None:
-            return None
-        return Volatility(reason="temporal", matched=best.group(0))
+                if not any(t_start <= start and end <= t_end for t_start, t_end in timeless):
+                    return Volatility(reason="temporal", matched=match.group(0))
+        return None
