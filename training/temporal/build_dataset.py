@@ -3,6 +3,8 @@
 Each block below is one category in one language, one question per line. The split is
 stratified by (lang, category, volatile) with a fixed seed; questions whose normalised word sets
 overlap strongly are grouped first so that a near-copy never lands on the other side of the split.
+Once written, a row keeps its split: rerunning after adding questions splits only the new ones
+(``--resplit`` starts over).
 
     python training/temporal/build_dataset.py [--out training/temporal/questions.jsonl]
 """
@@ -803,6 +805,98 @@ Resume el argumento de Hamlet.
 )
 
 block(
+    "timeless_facts",
+    False,
+    "en",
+    """
+How far is the Moon from the Earth?
+What is the speed of light?
+How many continents are there?
+What is the tallest mountain in Africa?
+How many teeth does an adult have?
+What language is spoken in Brazil?
+How deep is the Mariana Trench?
+What is the chemical formula of table salt?
+How many strings does a violin have?
+What's the longest river in Europe?
+How long is a marathon?
+What is the freezing point of seawater?
+Which organ produces insulin?
+How many keys does a piano have?
+Why do cats purr?
+How many sides does a hexagon have?
+What is the main ingredient of guacamole?
+Where is the Atacama desert?
+How many planets are in the solar system?
+What is the longest bone in the body?
+""",
+)
+
+block(
+    "timeless_facts",
+    False,
+    "es",
+    """
+¿A qué distancia está la Luna de la Tierra?
+¿Cuál es la velocidad de la luz?
+¿Cuántos continentes hay?
+¿Cuál es la montaña más alta de África?
+¿Cuántos dientes tiene un adulto?
+¿Qué idioma se habla en Brasil?
+¿Qué profundidad tiene la fosa de las Marianas?
+¿Cuál es la fórmula química de la sal común?
+¿Cuántas cuerdas tiene un violín?
+¿Cuál es el río más largo de Europa?
+¿Cuánto mide una maratón?
+¿A qué temperatura se congela el agua de mar?
+¿Qué órgano produce la insulina?
+¿Cuántas teclas tiene un piano?
+¿Por qué ronronean los gatos?
+¿Cuántos lados tiene un hexágono?
+¿Cuál es el ingrediente principal del guacamole?
+¿Dónde está el desierto de Atacama?
+¿Cuántos planetas tiene el sistema solar?
+¿Cuál es el hueso más largo del cuerpo?
+""",
+)
+
+block(
+    "timeless_howto",
+    False,
+    "en",
+    """
+How do I change a flat tyre?
+How do I make a pivot table in Excel?
+How do I boil an egg so the yolk stays soft?
+How can I improve my sleep?
+What should I pack for a hiking trip?
+How do I write a cover letter?
+How do I remove a red wine stain?
+How do I centre a div in CSS?
+What's a good stretching routine for runners?
+How do I plant tomatoes?
+""",
+)
+
+block(
+    "timeless_howto",
+    False,
+    "es",
+    """
+¿Cómo cambio una rueda pinchada?
+¿Cómo hago una tabla dinámica en Excel?
+¿Cómo cuezo un huevo para que la yema quede blanda?
+¿Cómo puedo dormir mejor?
+¿Qué llevo para una excursión de montaña?
+¿Cómo escribo una carta de presentación?
+¿Cómo quito una mancha de vino tinto?
+¿Cómo centro un div en CSS?
+¿Qué estiramientos van bien para correr?
+¿Cómo se plantan tomates?
+""",
+)
+
+block(
     "trap_next",
     False,
     "en",
@@ -1155,7 +1249,11 @@ def near_copy_groups(items: list[str]) -> list[int]:
     return [find(i) for i in range(len(items))]
 
 
-def build() -> list[dict[str, object]]:
+def build(frozen: dict[str, str] | None = None) -> list[dict[str, object]]:
+    """All rows with their split. ``frozen`` (query -> split, from the file already written)
+    pins the split of rows seen before, so adding questions never moves old ones; a new row
+    that is a near-copy of an old one follows it, and the rest are split as below."""
+    frozen = frozen or {}
     rows: list[dict[str, object]] = []
     for (category, volatile, lang), text in DATA.items():
         for line in text.strip().splitlines():
@@ -1166,7 +1264,7 @@ def build() -> list[dict[str, object]]:
                         "volatile": volatile,
                         "lang": lang,
                         "category": category,
-                        "split": "train",
+                        "split": frozen.get(line.strip(), "train"),
                     }
                 )
     queries = [str(r["query"]) for r in rows]
@@ -1174,9 +1272,19 @@ def build() -> list[dict[str, object]]:
         dupes = sorted({q for q in queries if queries.count(q) > 1})
         raise SystemExit(f"duplicate questions: {dupes}")
     groups = near_copy_groups(queries)
+    pinned: dict[int, set[str]] = {}
+    for i, query in enumerate(queries):
+        if query in frozen:
+            pinned.setdefault(groups[i], set()).add(frozen[query])
+    for i, query in enumerate(queries):
+        if query not in frozen and groups[i] in pinned:
+            splits = pinned[groups[i]]
+            rows[i]["split"] = "test" if splits == {"test"} else "train"
     rng = random.Random(SEED)
-    strata: dict[tuple[object, ...], dict[int, list[int]]] = {}
+    strata: dict[tuple[object, object, object], dict[int, list[int]]] = {}
     for i, row in enumerate(rows):
+        if queries[i] in frozen or groups[i] in pinned:
+            continue
         key = (row["lang"], row["category"], row["volatile"])
         strata.setdefault(key, {}).setdefault(groups[i], []).append(i)
     for key in sorted(strata, key=str):
@@ -1189,8 +1297,6 @@ def build() -> list[dict[str, object]]:
             if taken >= want:
                 break
             # a group that spans strata stays in train: no near-copy across the split
-            if any(groups[i] != groups[member[0]] for i in member):
-                continue
             if sum(1 for g in groups if g == groups[member[0]]) != len(member):
                 continue
             for i in member:
@@ -1204,8 +1310,15 @@ def main() -> None:
     parser.add_argument(
         "--out", type=Path, default=Path(__file__).resolve().parent / "questions.jsonl"
     )
+    parser.add_argument("--resplit", action="store_true", help="ignore the splits already in --out")
     args = parser.parse_args()
-    rows = build()
+    frozen: dict[str, str] = {}
+    if args.out.exists() and not args.resplit:
+        for line in args.out.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                row = json.loads(line)
+                frozen[row["query"]] = row["split"]
+    rows = build(frozen)
     with args.out.open("w", encoding="utf-8") as fh:
         for row in rows:
             fh.write(json.dumps(row, ensure_ascii=False) + "\n")
