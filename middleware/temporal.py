@@ -383,7 +383,7 @@ TIMELESS_PATTERNS: tuple[str, ...] = (
     r"\bnovedad(?:es)? (?:de|del|en) (?:la )?(?:versi[oó]n )?\S*\s?v?\d+(?:\.\d+)+",
     r"\b(?:por|de|en|a) la ma[nñ]ana\b|\blas ma[nñ]anas\b|\b(?:el|del) ma[nñ]ana\b",
     r"\bvalor actual neto\b|\bvalor actual\b(?= de)",
-    r"\bya (?:que|sea|sean|he|tengo|tenemos|hemos|hice|s[eé]|instal[eé]|cre[eé]|configur[eé]|"
+    r"\bya (?:que|sea|sean|he|tengo|tenemos|hemos|hice|sé|instal[eé]|cre[eé]|configur[eé]|"
     r"lo s[eé]|veo)\b|\bsi ya\b",
     r"\ba[uú]n (?:m[aá]s|menos|mejor|peor|as[ií]|cuando|con|si|siendo)\b|\bni a[uú]n\b",
     r"\b(?:como|lo que|qu[eé]) siguen?\b|^\s*sigue (?:estos|los|las|este|esta|el|la)\b",
