@@ -200,3 +200,23 @@ def test_deployments_can_add_patterns() -> None:
 def test_reports_what_matched() -> None:
     found = detector.check("What changed in the latest release?")
     assert found is not None and found.matched.lower() == "latest" and found.reason == "temporal"
+
+
+CLASSIFIER = (
+    Path(__file__).resolve().parents[2] / "deja" / "models" / "temporal" / "classifier.json"
+)
+
+
+def test_classifier_file_contract() -> None:
+    """The embedding classifier: volatile when sigmoid(weights . v + bias) >= threshold for the
+    query's unit embedding v from the embedder named in the file."""
+    from middleware.embedder_onnx import DYNINT8_ID
+
+    model = json.loads(CLASSIFIER.read_text())
+    assert model["embedder_model_id"] == DYNINT8_ID
+    assert model["dim"] == 384 and len(model["weights"]) == 384
+    assert all(isinstance(w, float) for w in model["weights"])
+    assert isinstance(model["bias"], float)
+    assert 0.5 <= model["threshold"] < 1.0
+    assert "sha256" in model["trained_on"]
+    assert {"cv", "test", "dev"} <= set(model["metrics"])
