@@ -163,7 +163,8 @@ VOLATILE_PATTERNS: tuple[str, ...] = (
     r"\bhow long (?:until|till|til|before|to go|is left|ago)\b|\b(?:days?|weeks?) (?:until|till)"
     r"\b|\bhow long has it been\b|\bhow many years has it been\b",
     r"\bhow old (?:is|are)\b(?!\s+(?:the )?(?:universe|earth|sun|moon|solar system|milky way|"
-    r"galaxy|dinosaurs?)\b)|\bwhat age is\b",
+    r"galaxy|dinosaurs?)\b)(?!\s+considered)|\bwhat age is\b(?!\s+(?:considered|required|"
+    r"needed|the (?:minimum|legal|average|maximum|best|right)))",
     r"\bhow (?:many years|long) (?:has|have) [\w .'-]{1,40} (?:been|existed|lived|reigned|"
     r"ruled|served|worked)\b",
     # --- Spanish -------------------------------------------------------------------------------
@@ -380,6 +381,10 @@ TIMELESS_PATTERNS: tuple[str, ...] = (
     r"abiert\w*|cargad\w*))\b",
     r"\bpor qu[eé] (?:\S+ ){0,3}?hace\b(?:\s+\S+){0,2}",
     r"^\s*next\b,?",
+    r"\bshould (?:i|we|you) \w+ next\b",
+    r"\bnews ?(?:apps?|websites?|sites?|feeds?|aggregators?|anchors?|channels?|articles?|readers?|"
+    r"portals?|agenc(?:y|ies)|blogs?|outlets?|media|industry|value|writing|reporters?|"
+    r"reporting|letters?|papers?|stories)\b|\b(?:fake|print|local|digital|online|tv) news\b",
     r"\bnovedad(?:es)? (?:de|del|en) (?:la )?(?:versi[oó]n )?\S*\s?v?\d+(?:\.\d+)+",
     r"\b(?:por|de|en|a) la ma[nñ]ana\b|\blas ma[nñ]anas\b|\b(?:el|del) ma[nñ]ana\b",
     r"\bvalor actual neto\b|\bvalor actual\b(?= de)",
