@@ -210,7 +210,7 @@ CLASSIFIER = (
 def test_classifier_file_contract() -> None:
     """The embedding classifier: volatile when sigmoid(weights . v + bias) >= threshold for the
     query's unit embedding v from the embedder named in the file."""
-    from middleware.embedder_onnx import DYNINT8_ID
+    from deja.embedding.onnx.embedder import DYNINT8_ID
 
     model = json.loads(CLASSIFIER.read_text())
     assert model["embedder_model_id"] == DYNINT8_ID

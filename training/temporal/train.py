@@ -4,7 +4,7 @@ L2-regularised logistic regression, in numpy, on the unit 384-d query embeddings
 embedder (all-MiniLM-L6-v2, "dynint8" variant). Only the ``train`` split of ``questions.jsonl``
 is used to fit, to choose the regulariser (stratified k-fold cross-validation) and to choose the
 threshold (on out-of-fold scores, for high precision). The ``test`` split and the shared dev set
-are only scored. Three detectors are reported: the rules of ``middleware.temporal`` alone, the
+are only scored. Three detectors are reported: the rules of ``deja.temporal.rules`` alone, the
 classifier alone, and rules OR classifier (the runtime decision). Unlabelled Quora questions
 (``qqp_dev.jsonl``, nearly all timeless) show how much ordinary English traffic each detector
 would bypass. ``--background`` (opt-in) also trains on rules-unflagged Quora questions as timeless
@@ -160,7 +160,7 @@ def file_sha256(path: Path) -> str:
 
 def embed_all(texts: Sequence[str], cache_dir: Path) -> tuple[Array, str]:
     """Unit embeddings of ``texts`` from the runtime embedder, cached on disk by model id."""
-    from middleware.embedder_onnx import load_onnx_embedder
+    from deja.embedding.onnx.embedder import load_onnx_embedder
 
     cache_dir.mkdir(parents=True, exist_ok=True)
     embedder = load_onnx_embedder(cache_dir, variant="dynint8")
@@ -406,7 +406,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--report", type=Path, help="also write the full metrics here (JSON)")
     args = parser.parse_args(argv)
 
-    from middleware.temporal import TemporalDetector
+    from deja.temporal.rules import TemporalDetector
 
     try:
         rows = load_questions(args.data)
