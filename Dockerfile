@@ -28,6 +28,7 @@ RUN python -c "import tomllib; print('\\n'.join(tomllib.load(open('pyproject.tom
 COPY app app
 COPY middleware middleware
 COPY config config
+COPY deja deja
 RUN pip install --no-deps . \
  && deja --version
 

@@ -18,8 +18,10 @@ from starlette.requests import Request
 
 from app.resources import (
     Replicas,
+    SemanticParts,
     client_keys,
     exact_store,
+    open_verifier,
     semantic_cache,
     semantic_step,
     temporal_detector,
@@ -128,9 +130,14 @@ class Gateway:
         exact = exact_store(settings, redis)
         if exact is not None:
             stack.push_async_callback(exact.close)
-        thresholds = Thresholds(global_=settings.semantic_threshold)
-        metrics.threshold.set_function(lambda: thresholds.global_)
         semantic = await semantic_cache(stack, settings, metrics, tracing)
+        parts = SemanticParts(semantic, exact, replicas.upstream)
+        if semantic is not None:
+            parts.verifier, parts.table = open_verifier(stack, settings)
+        thresholds = Thresholds(global_=parts.theta(settings))
+        thresholds.precision.global_ = settings.semantic_precision
+        metrics.threshold.set_function(lambda: thresholds.global_)
+        metrics.precision_target.set_function(lambda: thresholds.precision.global_)
         background = BackgroundTasks()
         stack.push_async_callback(background.drain)  # pending stores finish before closing
         prefix = PrefixConfig(
@@ -140,7 +147,7 @@ class Gateway:
         pipeline = Pipeline(
             exact=exact,
             upstream=replicas.upstream,
-            semantic=semantic_step(settings, semantic, exact, thresholds, metrics, background),
+            semantic=semantic_step(settings, parts, thresholds, metrics, background),
             temporal=temporal_detector(settings),
             prefix=prefix,
             observability=Observability(metrics, tracing, access_log),

@@ -10,7 +10,7 @@ from typing import BinaryIO
 from fastapi import FastAPI
 from opentelemetry.sdk.trace.export import SpanExporter
 
-from app.api import admin, admin_cache, health, openai_routes
+from app.api import admin, admin_cache, admin_semantic, health, openai_routes
 from app.api.errors import install_error_handlers
 from app.gateway import Gateway
 from config.settings import Settings
@@ -51,4 +51,5 @@ def create_app(
     app.router.routes.extend(health.routes)
     app.include_router(admin.router)
     app.include_router(admin_cache.router)
+    app.include_router(admin_semantic.router)
     return DejaApp(app, openai_routes.fast_routes)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
+from pathlib import Path
 
 import redis.asyncio as aioredis
 from qdrant_client import AsyncQdrantClient
@@ -16,6 +17,7 @@ from deja.cache.exact.base import ExactStore
 from deja.cache.exact.memory import MemoryExactStore
 from deja.cache.exact.redis import RedisExactStore
 from deja.embedding.base import Embedder
+from deja.errors import VerifierError
 from deja.observability.metrics import Metrics
 from deja.observability.tracing import Tracing
 from deja.replicas.discovery import ModelDiscovery
@@ -24,17 +26,26 @@ from deja.replicas.pool import ReplicaPool
 from deja.replicas.upstream import Upstream, build_session
 from deja.routing.router import Router
 from deja.semantic.cache import SemanticCache
+from deja.semantic.crossencoder import MODEL_FILE, SHIPPED_DIR, check_sums, load_verifier
+from deja.semantic.cutoffs import CALIBRATION_FILE, CalibrationTable, load_table
+from deja.semantic.judge import Judge
+from deja.semantic.shadow import ShadowChecks
+from deja.semantic.verifier import Verifier
+from deja.temporal.classifier import load_classifier
 from deja.temporal.rules import TemporalDetector
 from deja.tenancy.keyring import KeyRing, load_keys
 from deja.tenancy.thresholds import Thresholds
 from deja.vectorstore.base import VectorStore, collection_name
 from deja.vectorstore.edge import EdgeVectorStore
 from deja.vectorstore.qdrant import QdrantServerVectorStore
-from middleware.semantic import SemanticSettings, SemanticStep
+from middleware.semantic import Checks, SemanticSettings, SemanticStep
 from middleware.tasks import BackgroundTasks
 
 log = logging.getLogger("deja")
 
+#: θ when cosine similarity alone decides (verifier off): the smallest θ whose pairwise precision
+#: on qqp_dev reached 0.90 (README, "Choosing θ").
+COSINE_ONLY_THETA = 0.98
 #: ``DEJA_QDRANT_URL`` value that runs the server implementation on qdrant-client's in-process
 #: local mode (same client API, no server): for tests and demos only.
 QDRANT_LOCAL_MEMORY = ":memory:"
@@ -176,34 +187,131 @@ async def semantic_cache(
     await store.open()
     stack.push_async_callback(store.close)
     log.info(
-        "semantic cache: %s (dim %d) on %s, θ=%.3f",
+        "semantic cache: %s (dim %d) on %s, precision target %.2f",
         embedder.model_id,
         embedder.dim,
         store.name,
-        settings.semantic_threshold,
+        settings.semantic_precision,
     )
     return SemanticCache(
         embedder, store, on_embedded=metrics.embedding_seconds.observe, tracing=tracing
     )
 
 
+def verifier_table(settings: Settings) -> tuple[Path, CalibrationTable]:
+    """The verifier's folder (files checked against their sha256) and the calibration table
+    that belongs to it. Raises ``VerifierError`` in one sentence; cheap enough for preflight."""
+    folder = settings.semantic_verifier_dir or SHIPPED_DIR
+    sums = check_sums(folder)
+    table = load_table(settings.semantic_calibration_file or folder / CALIBRATION_FILE)
+    if table.model_sha256 and table.model_sha256 != sums[MODEL_FILE]:
+        raise VerifierError(
+            "the calibration table was measured for another verifier model "
+            f"({table.model_sha256[:12]}…, this one is {sums[MODEL_FILE][:12]}…)"
+        )
+    return folder, table
+
+
+def open_verifier(
+    stack: AsyncExitStack, settings: Settings
+) -> tuple[Verifier | None, CalibrationTable | None]:
+    """The verifier and its table; with ``semantic_verifier_fallback=cosine`` a broken model
+    gives (None, None) — cosine alone at θ — with a loud warning, else start-up stops."""
+    if settings.semantic_verifier == "off":
+        log.warning("semantic verifier off: cosine similarity alone decides semantic hits")
+        return None, None
+    try:
+        folder, table = verifier_table(settings)
+        verifier = load_verifier(
+            folder, max_tokens=table.max_tokens, threads=settings.verifier_threads
+        )
+    except VerifierError as exc:
+        if settings.semantic_verifier_fallback != "cosine":
+            raise
+        log.error(
+            "SEMANTIC HITS ARE NOT VERIFIED: %s; serving on cosine alone at θ "
+            "(DEJA_SEMANTIC_VERIFIER_FALLBACK=cosine)",
+            exc.message,
+        )
+        return None, None
+    stack.push_async_callback(verifier.close)
+    log.info("semantic verifier %s, calibrated on %s", verifier.model_id, table.fitted_on)
+    return verifier, table
+
+
 def semantic_step(
     settings: Settings,
-    semantic: SemanticCache | None,
-    exact: ExactStore | None,
+    parts: SemanticParts,
     thresholds: Thresholds,
     metrics: Metrics,
     background: BackgroundTasks,
 ) -> SemanticStep | None:
-    if semantic is None or exact is None:
+    if parts.cache is None or parts.exact is None:
         return None
+    checks = parts.checks(settings, metrics, background)
+    top_k = settings.semantic_top_k or (checks.table.k if checks.table is not None else 1)
     return SemanticStep(
-        semantic,
-        exact,
+        parts.cache,
+        parts.exact,
         settings=SemanticSettings(
-            timeout=settings.semantic_timeout_seconds, context_rule=settings.semantic_context
+            timeout=settings.semantic_timeout_seconds,
+            context_rule=settings.semantic_context,
+            top_k=top_k,
+            skip_verification_above=settings.semantic_skip_verification_above,
         ),
         thresholds=thresholds,
         metrics=metrics,
         spawn=background.spawn,
+        checks=checks,
     )
+
+
+@dataclass
+class SemanticParts:
+    """What the semantic step is built from."""
+
+    cache: SemanticCache | None
+    exact: ExactStore | None
+    upstream: Upstream
+    verifier: Verifier | None = None
+    table: CalibrationTable | None = None
+
+    def theta(self, settings: Settings) -> float:
+        """θ: the configured override, else the table's candidate floor, else cosine-only's."""
+        if settings.semantic_threshold is not None:
+            return settings.semantic_threshold
+        return self.table.cosine_floor if self.table is not None else COSINE_ONLY_THETA
+
+    def checks(self, settings: Settings, metrics: Metrics, background: BackgroundTasks) -> Checks:
+        assert self.cache is not None and self.exact is not None
+        judge = None
+        if settings.semantic_judge != "off" and self.table is not None:
+            judge = Judge(
+                self.upstream,
+                metrics,
+                mode=settings.semantic_judge,
+                timeout=settings.semantic_judge_timeout_seconds,
+            )
+        shadow = None
+        if settings.semantic_shadow_rate > 0:
+            shadow = ShadowChecks(
+                rate=settings.semantic_shadow_rate,
+                upstream=self.upstream,
+                embedder=self.cache.embedder,
+                metrics=metrics,
+                spawn=background.spawn,
+                exact=self.exact,
+                vectors=self.cache.store,
+                invalidate=settings.semantic_shadow_invalidate,
+            )
+        classifier = None
+        if settings.temporal_bypass:
+            classifier = load_classifier(self.cache.embedder.model_id)
+        return Checks(
+            verifier=self.verifier,
+            table=self.table,
+            judge=judge,
+            judge_floor=settings.semantic_judge_floor,
+            shadow=shadow,
+            classifier=classifier,
+        )

@@ -10,17 +10,25 @@ from collections.abc import Callable
 import uvicorn
 
 from app.main import create_app
-from app.resources import uses_data_dir_exclusively
+from app.resources import uses_data_dir_exclusively, verifier_table
 from config.settings import Settings
 from deja.datadir import DataDirLock
 
 
 def preflight(settings: Settings) -> socket.socket:
-    """Raise ``DataDirInUseError`` when another process holds the data dir, or ``OSError`` when
+    """Raise ``DataDirInUseError`` when another process holds the data dir, ``VerifierError``
+    when the verifier's files are corrupt (and no fallback is configured), or ``OSError`` when
     the port is taken; else return the bound socket (uvicorn would only find out after the
     lifespan had loaded the models)."""
     if uses_data_dir_exclusively(settings):
         DataDirLock(settings.data_dir).check_free()
+    if (
+        settings.cache_enabled
+        and settings.semantic_enabled
+        and settings.semantic_verifier == "onnx"
+        and settings.semantic_verifier_fallback == "refuse"
+    ):
+        verifier_table(settings)  # a corrupt or mismatched verifier: one line, before loading
     family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

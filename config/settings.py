@@ -137,15 +137,79 @@ class Settings(BaseSettings):
     semantic_enabled: bool = Field(
         True, description="Answer paraphrases from cache (needs cache_enabled)."
     )
-    semantic_threshold: float = Field(
-        0.98,
+    semantic_precision: float = Field(
+        0.92,
+        ge=0.5,
+        le=1.0,
+        description="Precision target of semantic hits (about 0.80-0.97): deja turns it into the "
+        "verifier's cut-off from the calibration table. Per tenant/model via the admin API.",
+    )
+    semantic_threshold: float | None = Field(
+        None,
         ge=0.0,
         le=1.0,
-        description="θ: least cosine similarity for a semantic hit (chosen by "
-        "bench/semantic_quality.py; see README).",
+        description="Raw θ override: least cosine similarity of a semantic candidate. Unset: the "
+        "calibration table's floor with the verifier on, 0.98 with it off.",
+    )
+    semantic_verifier: Literal["onnx", "off"] = Field(
+        "onnx",
+        description="Verify semantic candidates with the shipped cross-encoder (off: cosine "
+        "similarity alone decides, at θ).",
+    )
+    semantic_verifier_fallback: Literal["refuse", "cosine"] = Field(
+        "refuse",
+        description="When the verifier's files are corrupt or mismatched: refuse to start, or "
+        "serve semantic hits on cosine alone at θ (loud warning).",
+    )
+    semantic_verifier_dir: Path | None = Field(
+        None,
+        description="Folder of a verifier model (verifier-int8.onnx, tokenizer.json, "
+        "SHA256SUMS, calibration.json); default: the one shipped with deja.",
+    )
+    semantic_calibration_file: Path | None = Field(
+        None,
+        description="A calibration table written by `deja calibrate` (default: the verifier's).",
+    )
+    semantic_top_k: int | None = Field(
+        None, ge=1, le=32, description="Candidates verified per lookup (default: the table's)."
+    )
+    verifier_threads: int = Field(1, ge=1, le=64, description="Verifier intra-op threads.")
+    semantic_skip_verification_above: float | None = Field(
+        None,
+        ge=0.0,
+        le=1.0,
+        description="Serve a candidate at or above this cosine unverified (off: negations "
+        "score 0.989 with their question).",
+    )
+    semantic_judge: Literal["off", "sync", "async"] = Field(
+        "off",
+        description="Ask the replicas themselves about grey-zone candidates (GPU deployments): "
+        "sync waits for the verdict, async serves a miss and remembers the verdict.",
+    )
+    semantic_judge_floor: float = Field(
+        0.80,
+        ge=0.5,
+        le=1.0,
+        description="Lower edge of the judge's grey zone, as a precision target: candidates "
+        "scoring between its cut-off and the request's are judged.",
+    )
+    semantic_judge_timeout_seconds: float = Field(
+        2.0, gt=0, description="Budget of one judge call (sync mode: added to the lookup)."
+    )
+    semantic_shadow_rate: float = Field(
+        0.02,
+        ge=0.0,
+        le=1.0,
+        description="Share of semantic hits re-asked to the model in the background to "
+        "estimate live precision.",
+    )
+    semantic_shadow_invalidate: bool = Field(
+        False, description="Invalidate an entry whose shadow check disagrees."
     )
     semantic_timeout_seconds: float = Field(
-        0.25, gt=0, description="Budget for embedding + vector search; past it, a plain miss."
+        0.25,
+        gt=0,
+        description="Budget for embedding + vector search + verification; past it, a plain miss.",
     )
     semantic_context: Literal["conversation", "system"] = Field(
         "conversation",

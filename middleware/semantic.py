@@ -1,8 +1,10 @@
-"""Step 4 of the request path: the semantic layer. Embed the question, search its scope, and
-serve the nearest cached question's answer when it clears θ and the verifier accepts it.
+"""Step 4 of the request path: the semantic layer. Embed the question, take the ``k`` nearest
+cached questions in its scope above θ, verify them in one batched call, and serve the best one
+whose decision score reaches the cut-off for the request's precision target.
 
 Any failure (embedder, vector store, verifier, the per-lookup timeout) makes the request a plain
-miss: a semantic hit is never served unchecked.
+miss: a semantic hit is never served unchecked. The optional judge (the model itself) decides
+grey-zone candidates; shadow checks re-ask a sample of hits in the background.
 """
 
 from __future__ import annotations
@@ -16,14 +18,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from deja.cache.exact.base import ExactStore
-from deja.errors import CacheUnavailableError, EmbedderError
+from deja.errors import CacheUnavailableError, EmbedderError, VerifierError
 from deja.observability.metrics import Metrics
 from deja.observability.outage import Outage
 from deja.request import GatewayRequest, Outcome
 from deja.semantic.cache import SEMANTIC_ERRORS, SemanticCache
-from deja.semantic.scope import ContextRule, semantic_query
-from deja.semantic.verifier import Candidate, Verifier
+from deja.semantic.cutoffs import CalibrationTable
+from deja.semantic.judge import Judge
+from deja.semantic.scope import ContextRule, SemanticQuery, semantic_query
+from deja.semantic.shadow import ShadowChecks
+from deja.semantic.verifier import Scored, Verifier, rank, same_words
+from deja.temporal.classifier import TemporalClassifier
 from deja.tenancy.thresholds import Thresholds
+from deja.vectorstore.base import ScoredPoint
 from middleware.lookup import Lookup
 
 log = logging.getLogger("deja.pipeline")
@@ -33,10 +40,27 @@ Spawn = Callable[[Coroutine[Any, Any, None]], None]
 
 @dataclass(frozen=True, slots=True)
 class SemanticSettings:
-    """How the semantic layer runs (θ lives in ``Thresholds``: it is tuned while running)."""
+    """How the semantic layer runs (θ and the precision target live in ``Thresholds``: they
+    are tuned while running)."""
 
     timeout: float
     context_rule: ContextRule = "conversation"
+    top_k: int = 4
+    #: Serve a top candidate at or above this cosine without verifying it. Off by default:
+    #: "Is it safe to eat raw eggs?" and "Is it not safe to eat raw eggs?" score 0.989.
+    skip_verification_above: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Checks:
+    """What decides and what checks a semantic hit; each part is optional."""
+
+    verifier: Verifier | None = None
+    table: CalibrationTable | None = None
+    judge: Judge | None = None
+    judge_floor: float = 0.80
+    shadow: ShadowChecks | None = None
+    classifier: TemporalClassifier | None = None
 
 
 class SemanticStep:
@@ -51,14 +75,14 @@ class SemanticStep:
         thresholds: Thresholds,
         metrics: Metrics,
         spawn: Spawn,
-        verifier: Verifier | None = None,
+        checks: Checks | None = None,
     ) -> None:
         self.cache = cache
         self.exact = exact
         self.settings = settings
         self.thresholds = thresholds
         self.metrics = metrics
-        self.verifier = verifier
+        self.checks = checks or Checks()
         self._spawn = spawn
         self.outage = Outage(
             log, "semantic layer skipped (serving as miss)", "semantic layer answering again"
@@ -72,26 +96,97 @@ class SemanticStep:
         if query is None:
             return lookup
         lookup = dataclasses.replace(lookup, query=query)
-        if not req.policy.read:
+        # Nothing to read: embed only when the answer will be stored and the temporal
+        # classifier must first say whether it may be.
+        if not req.policy.read and (self.checks.classifier is None or not req.policy.write):
             return lookup
         started = time.perf_counter()
         try:
             async with asyncio.timeout(self.settings.timeout):
-                vector, point = await self.cache.search(query, max_age=req.policy.max_age)
+                lookup, ranked = await self.candidates(req, lookup, query)
         except SEMANTIC_ERRORS as exc:
             self.failed(exc)
             return dataclasses.replace(lookup, query=None)
         finally:  # every attempt counts, failed ones too (the timeout alert divides by it)
             self.metrics.lookup("semantic", time.perf_counter() - started)
         self.outage.ok()
-        score = point.score if point is not None else None
-        if score is not None:
-            self.metrics.similarity.observe(score)
-        lookup = dataclasses.replace(lookup, vector=vector, similarity=score)
-        configured = self.thresholds.resolve(req.tenant, req.model, req.tenant_threshold)
-        threshold = max(configured, req.policy.min_similarity or 0.0)
-        if point is None or point.score < threshold:
+        if lookup.outcome is Outcome.BYPASS or not ranked:
             return lookup
+        return await self.decide(req, lookup, query, ranked)
+
+    async def candidates(
+        self, req: GatewayRequest, lookup: Lookup, query: SemanticQuery
+    ) -> tuple[Lookup, list[Scored]]:
+        """Embed, search, drop what is below θ, verify the rest: candidates best first."""
+        vector, points = await self.cache.search(
+            query, max_age=req.policy.max_age, limit=self.settings.top_k
+        )
+        classifier = self.checks.classifier
+        if classifier is not None and classifier.volatile(vector):
+            self.metrics.count(self.metrics.bypasses, "temporal")
+            return Lookup(Outcome.BYPASS, None, bypass="temporal"), []
+        best = points[0].score if points else None
+        if best is not None:
+            self.metrics.similarity.observe(best)
+        lookup = dataclasses.replace(lookup, vector=vector, similarity=best)
+        theta = self.thresholds.resolve(req.tenant, req.model, req.tenant_threshold)
+        floor = max(theta, req.policy.min_similarity or 0.0)
+        kept = [p for p in points if p.score >= floor] if req.policy.read else []
+        verifier, table = self.checks.verifier, self.checks.table
+        if not kept or verifier is None or table is None:
+            return lookup, [Scored(p, None) for p in kept]
+        same = [p for p in kept if same_words(query.text, Scored(p, None).question)]
+        if same:  # the same question up to case and punctuation: nothing to verify
+            return dataclasses.replace(lookup, verifier_score=1.0), [Scored(same[0], 1.0)]
+        skip = self.settings.skip_verification_above
+        if skip is not None and kept[0].score >= skip:
+            return lookup, [Scored(kept[0], None)]
+        started = time.perf_counter()
+        logits = await verifier.logits(query.text, [Scored(p, None).question for p in kept])
+        self.metrics.verifier_seconds.observe(time.perf_counter() - started)
+        ranked = rank(table, kept, logits)
+        top = ranked[0].score
+        if top is not None:
+            self.metrics.verifier_score.observe(top)
+        return dataclasses.replace(lookup, verifier_score=top), ranked
+
+    async def decide(
+        self, req: GatewayRequest, lookup: Lookup, query: SemanticQuery, ranked: list[Scored]
+    ) -> Lookup:
+        """Serve the best candidate at or above the cut-off; ask the judge about the grey zone."""
+        table = self.checks.table
+        if ranked[0].score is None or table is None:  # cosine alone (or measured skip)
+            return await self.serve(req, lookup, ranked[0])
+        target = self.thresholds.precision.resolve(req.tenant, req.model)
+        tau = table.tau(target)
+        for candidate in ranked:
+            if (candidate.score or 0.0) < tau:
+                break
+            hit = await self.serve(req, lookup, candidate)
+            if hit.answer is not None:
+                return hit
+        judge = self.checks.judge
+        if judge is None:
+            return lookup
+        low = table.tau(min(self.checks.judge_floor, target))
+        grey = [c for c in ranked if low <= (c.score or 0.0) < tau]
+        if not grey:
+            return lookup
+        return await self.ask_judge(judge, req, lookup, query, grey[0])
+
+    async def ask_judge(
+        self, judge: Judge, req: GatewayRequest, lookup: Lookup, query: SemanticQuery, cand: Scored
+    ) -> Lookup:
+        verdict = judge.known(query.text, cand.question, req.model)
+        if verdict is None and judge.mode == "sync":
+            verdict = await judge.verdict(query.text, cand.question, req.model)
+        elif verdict is None:
+            judge.judge_later(query.text, cand.question, req.model, self._spawn)
+        return await self.serve(req, lookup, cand) if verdict else lookup
+
+    async def serve(self, req: GatewayRequest, lookup: Lookup, cand: Scored) -> Lookup:
+        """The candidate's answer from the exact store, as a hit; a stale point is dropped."""
+        point: ScoredPoint = cand.point
         try:
             answer = await self.exact.get(point.entry_id)
         except CacheUnavailableError:
@@ -99,10 +194,15 @@ class SemanticStep:
         if answer is None:  # the entry expired or was evicted: drop its stale point
             self._spawn(self.forget(point.entry_id))
             return lookup
-        candidate = Candidate(point=point, answer=answer)
-        if self.verifier is not None and not await self.verifier.accept(query, candidate):
-            return lookup
-        return dataclasses.replace(lookup, outcome=Outcome.SEMANTIC, answer=answer)
+        if self.checks.shadow is not None:
+            self.checks.shadow.maybe_check(req, answer, point.score)
+        return dataclasses.replace(
+            lookup,
+            outcome=Outcome.SEMANTIC,
+            answer=answer,
+            similarity=point.score,
+            verifier_score=cand.score,
+        )
 
     def failed(self, exc: BaseException) -> None:
         """Count and log (once per outage) a semantic failure."""
@@ -111,8 +211,12 @@ class SemanticStep:
             if isinstance(exc, TimeoutError)
             else "embedder"
             if isinstance(exc, EmbedderError)
+            else "verifier"
+            if isinstance(exc, VerifierError)
             else "store"
         )
+        if kind == "verifier":
+            self.metrics.verifier_errors.inc()
         self.metrics.count(self.metrics.semantic_errors, kind)
         self.outage.failed(exc)
 

@@ -122,8 +122,17 @@ async def cache_stats(gateway: Admin) -> Response:
             },
             "since_start": stats.totals(),
             "tenants": stats.tenants(),
+            "live_precision": _live_precision(gateway),
         }
     )
+
+
+def _live_precision(gateway: Gateway) -> dict[str, Any] | None:
+    """Estimated live precision of semantic hits, from the shadow checks (None: off)."""
+    step = gateway.pipeline.semantic
+    if step is None or step.checks.shadow is None:
+        return None
+    return step.checks.shadow.stats()
 
 
 @router.get("/cache/entries")
@@ -225,9 +234,10 @@ async def get_threshold(gateway: Admin) -> Response:
 
 @router.put("/threshold")
 async def put_threshold(change: dict[str, Any], gateway: Admin) -> Response:
-    """Change θ: ``{"global": v}``, ``{"tenants": {t: v}}``, ``{"models": {m: v}}``; a null
-    value removes an override. Persisted in the shared store for every process."""
-    unknown = set(change) - {"global", "tenants", "models"}
+    """Change θ: ``{"global": v}``, ``{"tenants": {t: v}}``, ``{"models": {m: v}}``, and the
+    precision target the same way under ``{"precision": {...}}``; a null value removes an
+    override. Persisted in the shared store for every process."""
+    unknown = set(change) - {"global", "tenants", "models", "precision"}
     if unknown:
         raise InvalidRequestError(f"unknown fields: {sorted(unknown)}")
     gateway.thresholds.apply(change)

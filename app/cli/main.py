@@ -10,7 +10,7 @@ import click
 import orjson
 
 from config.settings import load_settings
-from deja.errors import ConfigError, DataDirInUseError
+from deja.errors import ConfigError, DataDirInUseError, VerifierError
 
 
 def _configure_logging(level: str) -> None:
@@ -82,18 +82,20 @@ def serve(
 
     try:
         sock = preflight(settings)
-    except (DataDirInUseError, OSError) as exc:
+    except (DataDirInUseError, VerifierError, OSError) as exc:
         raise click.ClickException(str(exc)) from None
     run_server(settings, sock, reload=lambda: load_settings(config_file, **overrides))
 
 
 def _register_subcommands() -> None:
     from app.cli.cache import cache_group
+    from app.cli.calibrate import calibrate_command
     from app.cli.keys import keys_group
     from app.cli.sim import sim_command
     from app.cli.threshold import threshold_group
 
     main.add_command(sim_command)
+    main.add_command(calibrate_command)
     main.add_command(cache_group)
     main.add_command(threshold_group)
     main.add_command(keys_group)

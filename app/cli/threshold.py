@@ -16,20 +16,28 @@ __all__ = ["threshold_group"]
 
 @click.group("threshold", context_settings=CONTEXT)
 def threshold_group() -> None:
-    """Read and change the semantic-cache similarity threshold (theta) of a running gateway.
+    """Read and change the semantic cache's precision target and theta of a running gateway.
 
-    A semantic hit needs similarity >= theta. There is a global value plus optional
-    per-tenant and per-model overrides. Uses DEJA_ADMIN_URL / DEJA_ADMIN_KEY like
+    Set a precision target (--precision): the verifier's cut-off follows from the calibration
+    table. Theta is the least cosine similarity of a candidate. Each has a global value plus
+    optional per-tenant and per-model overrides. Uses DEJA_ADMIN_URL / DEJA_ADMIN_KEY like
     `deja cache`, with the same exit codes.
     """
 
 
-def _threshold_text(data: Mapping[str, Any]) -> str:
-    rows: list[list[object]] = [["global", "-", repr(float(data["global"]))]]
+def _rows(kind: str, data: Mapping[str, Any]) -> list[list[object]]:
+    rows: list[list[object]] = [[kind, "global", "-", repr(float(data["global"]))]]
     for scope, field in (("tenant", "tenants"), ("model", "models")):
         overrides = data.get(field) or {}
-        rows.extend([scope, name, repr(float(overrides[name]))] for name in sorted(overrides))
-    return table(["SCOPE", "NAME", "THRESHOLD"], rows, right="2")
+        rows.extend([kind, scope, name, repr(float(overrides[name]))] for name in sorted(overrides))
+    return rows
+
+
+def _threshold_text(data: Mapping[str, Any]) -> str:
+    rows = _rows("theta", data)
+    if isinstance(data.get("precision"), Mapping):
+        rows = _rows("precision", data["precision"]) + rows
+    return table(["SETTING", "SCOPE", "NAME", "VALUE"], rows, right="3")
 
 
 def _show_threshold(api: Api, data: Any) -> None:
@@ -56,21 +64,31 @@ def threshold_get(url: str, key: str, as_json: bool, timeout: float) -> None:
 @click.option(
     "--clear", is_flag=True, help="Remove the --tenant/--model override instead of setting it."
 )
+@click.option(
+    "--precision",
+    "precision",
+    is_flag=True,
+    help="VALUE is a precision target (about 0.80-0.97), not theta.",
+)
 @api_options
 def threshold_set(
     value: float | None,
     tenant: str | None,
     model: str | None,
     clear: bool,
+    precision: bool,
     url: str,
     key: str,
     as_json: bool,
     timeout: float,
 ) -> None:
-    """Set the global threshold to VALUE (0..1), or a --tenant / --model override.
+    """Set the global theta (or with --precision the precision target) to VALUE (0..1), or a
+    --tenant / --model override.
 
     \b
     Examples:
+      deja threshold set --precision 0.95
+      deja threshold set --precision 0.97 --tenant acme
       deja threshold set 0.92
       deja threshold set 0.97 --tenant acme
       deja threshold set --clear --model gpt-4o-mini
@@ -93,5 +111,7 @@ def threshold_set(
         body = {"models": {model: value}}
     else:
         body = {"global": value}
+    if precision:
+        body = {"precision": body}
     api = Api(url, key, timeout, as_json)
     _show_threshold(api, api.call("PUT", "/admin/threshold", body=body))

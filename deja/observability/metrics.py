@@ -97,6 +97,7 @@ class Metrics:
         self.tenant_label = tenant_label
         self._define_latencies(self.registry)
         self._define_counts(self.registry)
+        self._define_quality(self.registry)
         self._pool: ReplicaPool | None = None
         self.registry.register(_ReplicaCollector(lambda: self._pool))
         self._children: dict[tuple[Any, ...], Any] = {}
@@ -140,6 +141,47 @@ class Metrics:
             "deja_semantic_similarity",
             "Top-1 similarity of every semantic lookup",
             buckets=SIMILARITY_BUCKETS,
+            registry=r,
+        )
+
+    def _define_quality(self, r: CollectorRegistry) -> None:
+        """What decides a semantic hit, and what checks it afterwards."""
+        self.verifier_seconds = Histogram(
+            "deja_verifier_duration_seconds",
+            "Scoring one lookup's candidates with the verifier (one batched call)",
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.verifier_score = Histogram(
+            "deja_verifier_score",
+            "Decision score of the best candidate of every verified lookup",
+            buckets=SIMILARITY_BUCKETS,
+            registry=r,
+        )
+        self.verifier_errors = Counter(
+            "deja_verifier_errors", "Verifications that failed (served as misses)", registry=r
+        )
+        self.precision_target = Gauge(
+            "deja_semantic_precision_target", "The global precision target", registry=r
+        )
+        self.judge_calls = Counter(
+            "deja_judge_requests",
+            "Model-as-judge calls to the replicas by mode and verdict",
+            ["mode", "verdict"],
+            registry=r,
+        )
+        self.judge_tokens = Counter(
+            "deja_judge_tokens", "Prompt and completion tokens spent on judge calls", registry=r
+        )
+        self.shadow_checks = Counter(
+            "deja_shadow_checks",
+            "Semantic hits re-asked in the background, by similarity band and verdict",
+            ["band", "verdict", *(["tenant"] if self.tenant_label else [])],
+            registry=r,
+        )
+        self.shadow_invalidations = Counter(
+            "deja_shadow_invalidations",
+            "Entries invalidated after a disagreeing shadow check",
             registry=r,
         )
 

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 
 from deja.embedding.base import Embedder
-from deja.errors import EmbedderError, VectorStoreError
+from deja.errors import EmbedderError, VectorStoreError, VerifierError
 from deja.observability.tracing import Tracing
 from deja.semantic.scope import SemanticQuery
 from deja.vectorstore.base import ScoredPoint, VectorPoint, VectorStore
@@ -35,9 +35,10 @@ class SemanticCache:
         self.tracing = tracing or Tracing()
 
     async def search(
-        self, query: SemanticQuery, *, max_age: float | None
-    ) -> tuple[list[float], ScoredPoint | None]:
-        """Embed and return the top-1 unexpired neighbour in scope (any score)."""
+        self, query: SemanticQuery, *, max_age: float | None, limit: int = 1
+    ) -> tuple[list[float], list[ScoredPoint]]:
+        """Embed and return the ``limit`` nearest unexpired neighbours in scope (any score),
+        best first."""
         started = time.perf_counter()
         with self.tracing.span("deja.embed"):
             vector = await self.embedder.embed(query.text)
@@ -46,9 +47,9 @@ class SemanticCache:
         now = time.time()
         created_after = now - max_age if max_age is not None else None
         found = await self.store.search(
-            vector, query.scope, now=now, limit=1, created_after=created_after
+            vector, query.scope, now=now, limit=limit, created_after=created_after
         )
-        return vector, (found[0] if found else None)
+        return vector, found
 
     async def add(
         self,
@@ -85,4 +86,4 @@ class SemanticCache:
         return removed
 
 
-SEMANTIC_ERRORS = (EmbedderError, VectorStoreError, TimeoutError)
+SEMANTIC_ERRORS = (EmbedderError, VectorStoreError, VerifierError, TimeoutError)

@@ -50,6 +50,22 @@ def message_text(message: dict[str, Any]) -> str:
     return ""
 
 
+def beyond_text(message: dict[str, Any]) -> dict[str, Any]:
+    """Everything in a message besides its text that could change the answer: every non-text
+    content part (images, audio, files — with their data or URL) and the fields other than
+    role and content (``name``, …). Empty for a plain text message. The same question about
+    another image, or from another ``name``, is another question."""
+    extra: dict[str, Any] = {
+        k: v for k, v in message.items() if k not in ("role", "content") and v is not None
+    }
+    content = message.get("content")
+    if isinstance(content, list):
+        parts = [p for p in content if not (isinstance(p, dict) and p.get("type") == "text")]
+        if parts:
+            extra["parts"] = parts
+    return extra
+
+
 def question_text(req: GatewayRequest) -> str:
     """The text a request asks: the last message if it is the user's (chat), or the prompt
     (completions). Empty when there is no user text (tool results, images, token ids)."""
@@ -79,14 +95,19 @@ def semantic_query(
     text = question_text(req)
     if not text:
         return None
-    earlier = req.body["messages"][:-1]
+    messages = req.body["messages"]
+    earlier = messages[:-1]
     if rule == "system":
         earlier = [m for m in earlier if m.get("role") in _SYSTEM_ROLES]
+    beyond = beyond_text(messages[-1])
+    # A plain text question keeps the context-only hash, so entries stored before non-text
+    # parts counted still match; anything beyond the text makes its own scope.
+    context = _digest(earlier) if not beyond else _digest({"context": earlier, "last": beyond})
     scope = Scope(
         tenant=req.tenant,
         namespace=namespace,
         model=req.model,
         params_hash=params_hash(req.body),
-        context_hash=_digest(earlier),
+        context_hash=context,
     )
     return SemanticQuery(text=text, scope=scope)

@@ -3,7 +3,7 @@
 
 :func:`parse_job` validates a request body into a :class:`~deja.sim.responses.Job`;
 :class:`GenerationHandlers` injects faults, holds engine slots, answers (blocking or SSE) and
-records metrics.
+records metrics. A semantic-cache judge request is answered by :mod:`deja.sim.judge`'s rule.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from deja.sim.engine import (
     render_completion_prompts,
     tokenize,
 )
+from deja.sim.judge import judge_generation
 from deja.sim.responses import (
     Job,
     Kind,
@@ -120,8 +121,10 @@ def parse_job(payload: Mapping[str, Any], kind: Kind, max_model_len: int) -> Job
     options = payload.get("stream_options")
     include_usage = stream and isinstance(options, Mapping) and options.get("include_usage") is True
     generations: list[Generation] = []
+    judged = judge_generation(payload.get("messages"), max_tokens) if kind == "chat" else None
     for prompt in prompts:
-        generations.extend([_generation(prompt, max_tokens, max_model_len)] * n)
+        generation = _generation(prompt, max_tokens, max_model_len)  # the length check
+        generations.extend([judged or generation] * n)
     return Job(kind, prompts, generations, n, stream, include_usage)
 
 

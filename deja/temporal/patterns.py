@@ -244,6 +244,19 @@ VOLATILE_PATTERNS: tuple[str, ...] = (
     r"\bcu[aá]ntos a[nñ]os (?:tiene|tienen|cumple|cumplen|lleva|llevan|hace)\b(?!\s+(?:que|un|"
     r"una)\b)(?!\s+(?:el|la) (?:universo|tierra|sol|luna|sistema solar|v[ií]a l[aá]ctea)\b)",
     r"\bqu[eé] edad (?:tiene|tienen)\b(?! que)|\bcu[aá]nto tiempo (?:lleva|llevan|hace)\b",
+    # the state of things right now, asked without a time word
+    r"\b(?:is it|will it|is there) (?:raining|snowing|rain|snow|storming|hailing|"
+    r"windy|sunny|foggy|cloudy)\b(?! cats)|"
+    r"\b(?:est[aá]|va a estar) (?:lloviendo|nevando|nublado)\b",
+    r"\bhow (?:is|are) (?:the )?(?:stock market|markets?|economy|dow|nasdaq|s&p(?: 500)?|"
+    r"ftse|dax|ibex|nikkei|crypto(?: market)?|housing market|traffic|weather)(?: \w+)? doing\b",
+    r"\bc[oó]mo (?:va|van|est[aá]|est[aá]n) (?:la bolsa|las bolsas|el mercado|los mercados|"
+    r"el ibex|el tr[aá]fico|el tiempo|la econom[ií]a)\b",
+    r"\b(?:traffic|tailbacks?) (?:like |jam |jams )?(?:on|in|at|near|around) (?:the )?"
+    r"[\w-]{2,}|\b(?:jammed|congested|gridlocked)\b|\bhay (?:tr[aá]fico|atasco|atascos|"
+    r"retenciones)\b",
+    r"\b(?:playing|showing) (?:in|at) (?:the )?(?:theaters?|theatres?|cinemas?)\b|"
+    r"\ben cartelera\b",
 )
 
 # A mentioned (not used) word: "what does 'already' mean", "cómo se dice mañana en inglés".

@@ -28,12 +28,16 @@ REDIS_KEY = "deja:thresholds"
 
 
 @dataclass
-class Thresholds:
-    """The live θ values of this process."""
+class Levels:
+    """A global value with per-tenant and per-model overrides. Resolution for one request: the
+    model's override, else the tenant's, else the tenant's own setting from the keys file,
+    else the global value."""
 
     global_: float
     tenants: dict[str, float] = field(default_factory=dict)
     models: dict[str, float] = field(default_factory=dict)
+    low: float = 0.0
+    what: str = "θ"
 
     def resolve(self, tenant: str, model: str, tenant_default: float | None = None) -> float:
         if model in self.models:
@@ -48,7 +52,7 @@ class Thresholds:
     def apply(self, data: dict[str, Any]) -> None:
         """Merge a change: ``global``, and ``tenants``/``models`` maps (None removes one)."""
         if data.get("global") is not None:
-            self.global_ = _theta(data["global"], "global")
+            self.global_ = self._check(data["global"], "global")
         for name, target in (("tenants", self.tenants), ("models", self.models)):
             changes = data.get(name) or {}
             if not isinstance(changes, dict):
@@ -57,18 +61,49 @@ class Thresholds:
                 if value is None:
                     target.pop(str(key), None)
                 else:
-                    target[str(key)] = _theta(value, f"{name}.{key}")
+                    target[str(key)] = self._check(value, f"{name}.{key}")
 
     def replace(self, data: dict[str, Any]) -> None:
-        self.global_ = _theta(data.get("global", self.global_), "global")
-        self.tenants = {str(k): _theta(v, k) for k, v in (data.get("tenants") or {}).items()}
-        self.models = {str(k): _theta(v, k) for k, v in (data.get("models") or {}).items()}
+        self.global_ = self._check(data.get("global", self.global_), "global")
+        check = self._check
+        self.tenants = {str(k): check(v, k) for k, v in (data.get("tenants") or {}).items()}
+        self.models = {str(k): check(v, k) for k, v in (data.get("models") or {}).items()}
+
+    def _check(self, value: Any, where: str) -> float:
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not self.low <= value <= 1
+        ):
+            raise InvalidRequestError(
+                f"{self.what} for {where} must be a number in [{self.low}, 1]", param=where
+            )
+        return float(value)
 
 
-def _theta(value: Any, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
-        raise InvalidRequestError(f"θ for {where} must be a number in [0, 1]", param=where)
-    return float(value)
+@dataclass
+class Thresholds(Levels):
+    """The live θ (the least cosine similarity of a semantic candidate) and the live precision
+    target (which sets the verifier's cut-off) of this process. Stored as one document:
+    ``{"global", "tenants", "models", "precision": {"global", "tenants", "models"}}``."""
+
+    precision: Levels = field(default_factory=lambda: Levels(0.92, low=0.5, what="precision"))
+
+    def as_json(self) -> dict[str, Any]:
+        return {**super().as_json(), "precision": self.precision.as_json()}
+
+    def apply(self, data: dict[str, Any]) -> None:
+        super().apply(data)
+        change = data.get("precision")
+        if change is not None:
+            if not isinstance(change, dict):
+                raise InvalidRequestError("'precision' must be an object", param="precision")
+            self.precision.apply(change)
+
+    def replace(self, data: dict[str, Any]) -> None:
+        super().replace(data)
+        if isinstance(data.get("precision"), dict):
+            self.precision.replace(data["precision"])
 
 
 class ThresholdStore(Protocol):

@@ -74,6 +74,7 @@ async def env(sims: SimCluster, tmp_path_factory: pytest.TempPathFactory) -> Asy
         admin_key="admin-secret",
         semantic_enabled=True,
         semantic_threshold=0.80,
+        semantic_shadow_rate=0.0,
     ) as (url, app):
         env = Env(url, app)
         yield env
@@ -198,13 +199,18 @@ async def test_flush_one_tenant_then_everything(env: Env) -> None:
 
 async def test_threshold_tuning_changes_semantic_hits(env: Env) -> None:
     tag = uuid.uuid4().hex[:6]
-    await env.ask("alpha", f"How do I configure the agent? {tag}", fresh=True)
-    paraphrase = f"What is the process for configuring the agent? {tag}"
+    await env.ask("alpha", f"How do I reset my password? {tag}", fresh=True)
+    paraphrase = f"How can I reset my password? {tag}"
     put = await env.admin("PUT", "/threshold", json={"tenants": {"alpha": 0.999}})
     assert put.json()["tenants"] == {"alpha": 0.999}
     assert (await env.ask("alpha", paraphrase)).headers["x-deja-cache"] == "miss"
     await env.admin("PUT", "/threshold", json={"tenants": {"alpha": None}})
-    again = f"What's the process for configuring the agent? {tag}"
+    # The precision target per tenant, the same way: unreachable means no semantic hit.
+    await env.admin("PUT", "/threshold", json={"precision": {"tenants": {"alpha": 0.999}}})
+    other = f"What is the way to reset my password? {tag}"
+    assert (await env.ask("alpha", other)).headers["x-deja-cache"] == "miss"
+    await env.admin("PUT", "/threshold", json={"precision": {"tenants": {"alpha": None}}})
+    again = f"how can i reset my password {tag}"
     assert (await env.ask("alpha", again)).headers["x-deja-cache"] == "semantic"
     bad = await env.admin("PUT", "/threshold", json={"global": 3})
     assert bad.status_code == 400

@@ -453,7 +453,12 @@ def test_flush_confirms_on_a_tty(gw: FakeGateway, monkeypatch: pytest.MonkeyPatc
 
 # --------------------------------------------------------------------------- threshold
 
-THRESHOLDS = {"global": 0.92, "tenants": {"acme": 0.97}, "models": {"gpt-4o-mini": 0.9}}
+THRESHOLDS = {
+    "global": 0.92,
+    "tenants": {"acme": 0.97},
+    "models": {"gpt-4o-mini": 0.9},
+    "precision": {"global": 0.92, "tenants": {"acme": 0.95}, "models": {}},
+}
 
 
 def test_threshold_get(gw: FakeGateway) -> None:
@@ -462,10 +467,12 @@ def test_threshold_get(gw: FakeGateway) -> None:
     assert result.exit_code == 0, result.output
     assert gw.last.method == "GET"
     assert [line.split() for line in lines(result.stdout)] == [
-        ["SCOPE", "NAME", "THRESHOLD"],
-        ["global", "-", "0.92"],
-        ["tenant", "acme", "0.97"],
-        ["model", "gpt-4o-mini", "0.9"],
+        ["SETTING", "SCOPE", "NAME", "VALUE"],
+        ["precision", "global", "-", "0.92"],
+        ["precision", "tenant", "acme", "0.95"],
+        ["theta", "global", "-", "0.92"],
+        ["theta", "tenant", "acme", "0.97"],
+        ["theta", "model", "gpt-4o-mini", "0.9"],
     ]
     result = run("threshold", "get", "--json")
     assert json.loads(result.stdout) == THRESHOLDS
@@ -480,6 +487,8 @@ def test_threshold_get(gw: FakeGateway) -> None:
         (["0.9", "--model", "gpt-4o-mini"], {"models": {"gpt-4o-mini": 0.9}}),
         (["--clear", "--tenant", "acme"], {"tenants": {"acme": None}}),
         (["--clear", "--model", "m"], {"models": {"m": None}}),
+        (["--precision", "0.95"], {"precision": {"global": 0.95}}),
+        (["--precision", "0.9", "--tenant", "a"], {"precision": {"tenants": {"a": 0.9}}}),
     ],
 )
 def test_threshold_set(gw: FakeGateway, args: list[str], body: dict[str, Any]) -> None:

@@ -220,3 +220,22 @@ def test_classifier_file_contract() -> None:
     assert 0.5 <= model["threshold"] < 1.0
     assert "sha256" in model["trained_on"]
     assert {"cv", "test", "dev"} <= set(model["metrics"])
+
+
+@pytest.mark.parametrize(
+    ("question", "volatile"),
+    [
+        ("How is the stock market doing?", True),
+        ("¿Cómo va la bolsa?", True),
+        ("Is it raining in London?", True),
+        ("What's the traffic like on I-95?", True),
+        ("¿Hay atasco en la M-30?", True),
+        ("Which movies are playing in theaters?", True),
+        ("Why does it snow?", False),
+        ("Is it raining cats and dogs an idiom?", False),
+        ("How do traffic lights work?", False),
+        ("What is traffic engineering?", False),
+    ],
+)
+def test_the_state_of_things_now_without_a_time_word(question: str, volatile: bool) -> None:
+    assert (TemporalDetector().check(question) is not None) is volatile

@@ -1,0 +1,289 @@
+"""Calibrating the verifier in cache mode: every distinct cached question ``a`` is indexed, every
+``b`` queries it, the top-``k`` neighbours above a cosine floor are scored by the verifier in one
+batch, and the candidate with the best decision score is served when that score reaches τ.
+
+This is the computation behind ``calibration.json`` (``training/verifier``) and ``deja calibrate
+--pairs FILE``. A served hit is *labelled* when its text is the row's own ``a`` (right iff
+``duplicate``) or identical to the query (right); other hits are *unjudged*. Labelled precision
+= right / labelled; duplicate hit rate = duplicate rows served their own ``a`` / duplicate rows
+(``../shared/data/README.md``). numpy only; the curves and tables are in
+:mod:`deja.semantic.curves`.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+Array = npt.NDArray[Any]
+#: Scores (query, cached questions) → one logit per cached question.
+Scorer = Callable[[str, list[str]], Array]
+
+
+class PairRow(Protocol):
+    """Anything with the three fields of a labelled pair (read-only)."""
+
+    @property
+    def a(self) -> str: ...
+
+    @property
+    def b(self) -> str: ...
+
+    @property
+    def duplicate(self) -> bool: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Pair:
+    """One labelled pair: ``a`` is cached, ``b`` asks; ``duplicate``: one answer serves both."""
+
+    a: str
+    b: str
+    duplicate: bool
+
+
+def read_pairs(path: Path) -> list[Pair]:
+    """``{"a", "b", "duplicate"}`` rows of a JSONL file (``.gz`` too). Raises ``ValueError``
+    naming the file and line of a row that is not JSON, not an object, lacks a field or has a
+    field of the wrong type."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    rows: list[Pair] = []
+    with opener(path, "rt", encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{path}:{number}: not valid JSON ({exc.msg})") from None
+            if not isinstance(row, dict):
+                raise ValueError(f"{path}:{number}: expected a JSON object")
+            for name, kind in (("a", str), ("b", str), ("duplicate", bool)):
+                if name not in row:
+                    raise ValueError(f"{path}:{number}: missing field {name!r}")
+                if not isinstance(row[name], kind):
+                    raise ValueError(
+                        f"{path}:{number}: field {name!r} must be {kind.__name__}, "
+                        f"got {type(row[name]).__name__}"
+                    )
+            rows.append(Pair(row["a"], row["b"], row["duplicate"]))
+    if not rows:
+        raise ValueError(f"{path}: no pairs")
+    return rows
+
+
+def sigmoid(x: Array) -> npt.NDArray[np.float64]:
+    return np.asarray(1.0 / (1.0 + np.exp(-np.clip(x, -60.0, 60.0))), dtype=np.float64)
+
+
+def auc(scores: Array, labels: Array) -> float:
+    """ROC AUC (rank statistic, ties averaged)."""
+    s = np.asarray(scores, dtype=np.float64)
+    y = np.asarray(labels, dtype=bool)
+    order = np.argsort(s, kind="mergesort")
+    ranks = np.empty(len(s), dtype=np.float64)
+    sorted_s = s[order]
+    i = 0
+    while i < len(s):
+        j = i
+        while j + 1 < len(s) and sorted_s[j + 1] == sorted_s[i]:
+            j += 1
+        ranks[order[i : j + 1]] = (i + j) / 2 + 1
+        i = j + 1
+    npos, nneg = int(y.sum()), int((~y).sum())
+    if npos == 0 or nneg == 0:
+        return float("nan")
+    return float((ranks[y].sum() - npos * (npos + 1) / 2) / (npos * nneg))
+
+
+# --- the verifier ----------------------------------------------------------------------------
+
+
+UNJUDGED, OWN, IDENTICAL = 0, 1, 2
+
+
+@dataclass
+class CacheRun:
+    """Top-k cosine candidates of every query, their verifier logits and labels.
+
+    Arrays are [n_queries, k]; missing candidates have ``cand = -1``, ``cos = -inf``,
+    ``logit = nan``. ``kind``: 0 unjudged, 1 the row's own ``a``, 2 identical to the query.
+    ``right``: the candidate would be a correct hit (own ``a`` and duplicate, or identical).
+    """
+
+    index_texts: list[str]
+    cand: Array
+    cos: Array
+    logit: Array
+    kind: Array
+    right: Array
+    duplicate: Array
+    k: int
+    floor: float
+    scored_pairs: int = 0
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def n(self) -> int:
+        return int(self.cand.shape[0])
+
+
+def cache_run(
+    rows: Sequence[PairRow],
+    embed: Callable[[list[str]], Array],
+    scorer: Scorer | None,
+    k: int = 4,
+    floor: float = 0.6,
+    progress: Callable[[int, int], None] | None = None,
+) -> CacheRun:
+    """Index every distinct ``a``, query with every ``b``, keep the top-``k`` neighbours with
+    cosine >= ``floor`` and score them with ``scorer`` (one batch per query). ``embed``
+    returns unit vectors [n, dim]. ``scorer=None`` leaves logits nan (cosine only)."""
+    index_texts = list(dict.fromkeys(r.a for r in rows))
+    pos = {t: i for i, t in enumerate(index_texts)}
+    A = np.asarray(embed(index_texts), dtype=np.float32)
+    B = np.asarray(embed([r.b for r in rows]), dtype=np.float32)
+    n = len(rows)
+    cand = np.full((n, k), -1, dtype=np.int64)
+    cos = np.full((n, k), -np.inf, dtype=np.float64)
+    lg = np.full((n, k), np.nan, dtype=np.float64)
+    kind = np.zeros((n, k), dtype=np.int8)
+    right = np.zeros((n, k), dtype=bool)
+    dup = np.array([r.duplicate for r in rows], dtype=bool)
+    scored = 0
+    step = 1024
+    for s in range(0, n, step):
+        sims = B[s : s + step] @ A.T
+        top = np.argsort(-sims, axis=1, kind="stable")[:, :k]
+        for j in range(top.shape[0]):
+            i = s + j
+            row = rows[i]
+            keep = [int(c) for c in top[j] if sims[j, c] >= floor]
+            for slot, c in enumerate(keep):
+                cand[i, slot] = c
+                cos[i, slot] = float(sims[j, c])
+                text = index_texts[c]
+                if text == row.b:
+                    kind[i, slot], right[i, slot] = IDENTICAL, True
+                elif c == pos[row.a]:
+                    kind[i, slot], right[i, slot] = OWN, row.duplicate
+            if scorer is not None and keep:
+                lg[i, : len(keep)] = scorer(row.b, [index_texts[c] for c in keep])
+                scored += len(keep)
+            if progress is not None:
+                progress(i + 1, n)
+    return CacheRun(index_texts, cand, cos, lg, kind, right, dup, k, floor, scored)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """``verifier``: sigmoid(logit). ``combined``: sigmoid(w_logit*logit + w_cosine*cos + bias)."""
+
+    kind: Literal["verifier", "combined"] = "verifier"
+    w_logit: float = 1.0
+    w_cosine: float = 0.0
+    bias: float = 0.0
+
+    def score(self, lg: Array, cos: Array) -> Array:
+        if self.kind == "verifier":
+            return sigmoid(lg)
+        return sigmoid(self.w_logit * lg + self.w_cosine * cos + self.bias)
+
+    def params(self) -> dict[str, float] | None:
+        if self.kind == "verifier":
+            return None
+        return {"w_logit": self.w_logit, "w_cosine": self.w_cosine, "bias": self.bias}
+
+
+def fit_logistic(X: Array, y: Array, l2: float = 1e-3, iters: int = 50) -> Array:
+    """L2-regularised logistic regression by Newton's method; X gets a bias column appended.
+    Returns weights [d + 1] (last = bias)."""
+    Xb = np.hstack([X, np.ones((X.shape[0], 1))])
+    w = np.zeros(Xb.shape[1])
+    reg = l2 * np.eye(Xb.shape[1])
+    reg[-1, -1] = 0.0
+    for _ in range(iters):
+        p = sigmoid(Xb @ w)
+        g = Xb.T @ (p - y) + reg @ w
+        H = (Xb * (p * (1 - p))[:, None]).T @ Xb + reg
+        delta = np.linalg.solve(H, g)
+        w -= delta
+        if np.abs(delta).max() < 1e-8:
+            break
+    return w
+
+
+def fit_combined(run: CacheRun, floor: float) -> Decision:
+    """Platt-style fit of P(right | verifier logit, cosine) on the labelled candidates
+    (own ``a`` or identical) with cosine >= ``floor``."""
+    m = (run.kind > 0) & (run.cos >= floor) & np.isfinite(run.logit)
+    X = np.stack([run.logit[m], run.cos[m]], axis=1)
+    w = fit_logistic(X, run.right[m].astype(np.float64))
+    return Decision("combined", float(w[0]), float(w[1]), float(w[2]))
+
+
+@dataclass
+class Served:
+    """Per query: the chosen candidate slot (-1: none) and its decision score (-inf: none)."""
+
+    slot: Array
+    score: Array
+
+
+def serve(
+    run: CacheRun, decision: Decision, floor: float, skip_above: float | None = None
+) -> Served:
+    """The candidate with the highest decision score among those with cosine >= floor. With
+    ``skip_above``, a top-1 cosine >= it is served unverified (score +inf)."""
+    sc = decision.score(run.logit, run.cos)
+    sc = np.where((run.cos >= floor) & (run.cand >= 0) & np.isfinite(run.logit), sc, -np.inf)
+    slot = np.argmax(sc, axis=1)
+    best = sc[np.arange(run.n), slot]
+    slot = np.where(np.isfinite(best), slot, -1)
+    if skip_above is not None:
+        top = run.cos[:, 0] >= skip_above
+        slot = np.where(top, 0, slot)
+        best = np.where(top, np.inf, best)
+    return Served(slot, best)
+
+
+def serve_cosine(run: CacheRun) -> Served:
+    """Cosine-only baseline: the top-1 neighbour, scored by its cosine."""
+    has = run.cand[:, 0] >= 0
+    return Served(np.where(has, 0, -1), np.where(has, run.cos[:, 0], -np.inf))
+
+
+def outcomes(run: CacheRun, sv: Served) -> tuple[Array, Array, Array]:
+    idx = np.arange(run.n)
+    s = np.maximum(sv.slot, 0)
+    has = sv.slot >= 0
+    kind = np.where(has, run.kind[idx, s], 0)
+    right = has & run.right[idx, s]
+    labelled = has & (kind > 0)
+    return labelled, right, has
+
+
+def metrics_at(run: CacheRun, sv: Served, tau: float) -> dict[str, float]:
+    """Labelled precision, duplicate hit rate and counts when serving scores >= ``tau``."""
+    labelled, right, has = outcomes(run, sv)
+    hit = has & (sv.score >= tau)
+    lab = hit & labelled
+    ok = hit & right
+    n_lab = int(lab.sum())
+    dup_hits = int((ok & run.duplicate & labelled).sum())
+    return {
+        "tau": float(tau),
+        "hits": int(hit.sum()),
+        "labelled": n_lab,
+        "right": int(ok.sum()),
+        "unjudged": int((hit & ~labelled).sum()),
+        "precision": ok.sum() / n_lab if n_lab else float("nan"),
+        "hit_rate": dup_hits / max(1, int(run.duplicate.sum())),
+    }

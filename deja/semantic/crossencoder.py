@@ -1,0 +1,152 @@
+"""The shipped verifier: a MiniLM cross-encoder on ONNX Runtime (int8, CPU) that scores "do
+these two questions ask the same thing?" as one logit per (query, cached question) pair.
+
+Why a cross-encoder: cosine similarity of two independently embedded questions cannot tell "Is
+it safe to eat raw eggs?" from "Is it not safe to eat raw eggs?" (0.989); a model that reads both
+questions together can. Trained by ``training/verifier`` (see docs/verifier-model-card.md), its
+file ships in the repository with a sha256 that is checked at load: a corrupt or mismatched file
+never scores anything.
+
+Inference runs on the verifier's own single thread, never on the event loop. One lookup's
+candidates are scored in one padded batch (the input is ``[CLS] query [SEP] cached [SEP]``, at
+most ``max_tokens`` tokens).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import onnxruntime as ort  # type: ignore[import-untyped]
+from tokenizers import Tokenizer
+
+from deja.errors import VerifierError, describe
+
+#: Where the shipped verifier lives (package data).
+SHIPPED_DIR = Path(__file__).resolve().parents[1] / "models" / "verifier"
+MODEL_FILE = "verifier-int8.onnx"
+TOKENIZER_FILE = "tokenizer.json"
+SUMS_FILE = "SHA256SUMS"
+INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def check_sums(folder: Path) -> dict[str, str]:
+    """Verify every file listed in ``folder/SHA256SUMS``; returns name → sha256. Raises
+    ``VerifierError`` naming the first missing or mismatched file."""
+    sums_path = folder / SUMS_FILE
+    try:
+        lines = sums_path.read_text().splitlines()
+    except OSError as exc:
+        raise VerifierError(f"verifier checksums {sums_path}: {describe(exc)}") from exc
+    sums: dict[str, str] = {}
+    for line in filter(None, (ln.strip() for ln in lines)):
+        expected, _, name = line.partition("  ")
+        name = name.lstrip("*")
+        path = folder / name
+        try:
+            actual = file_sha256(path)
+        except OSError as exc:
+            raise VerifierError(f"verifier file {path}: {describe(exc)}") from exc
+        if actual != expected:
+            raise VerifierError(
+                f"verifier file {path} does not match its sha256 (expected {expected[:12]}…, "
+                f"found {actual[:12]}…): corrupt or replaced"
+            )
+        sums[name] = actual
+    for required in (MODEL_FILE, TOKENIZER_FILE):
+        if required not in sums:
+            raise VerifierError(f"{sums_path} lists no sha256 for {required}")
+    return sums
+
+
+class CrossEncoder:
+    """Synchronous scorer: tokenizer + session. Thread-safe (ONNX Runtime sessions are)."""
+
+    def __init__(self, session: Any, tokenizer: Tokenizer, max_tokens: int) -> None:
+        self.session = session
+        self.tokenizer = tokenizer
+        self.max_tokens = max_tokens
+
+    @classmethod
+    def load(cls, folder: Path, *, max_tokens: int, threads: int = 1) -> CrossEncoder:
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        options.log_severity_level = 3
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        try:
+            session = ort.InferenceSession(
+                str(folder / MODEL_FILE), sess_options=options, providers=["CPUExecutionProvider"]
+            )
+            tokenizer = Tokenizer.from_file(str(folder / TOKENIZER_FILE))
+        except Exception as exc:  # onnxruntime raises its own untyped errors
+            raise VerifierError(f"cannot load the verifier from {folder}: {describe(exc)}") from exc
+        names = {i.name for i in session.get_inputs()}
+        if not set(INPUTS) <= names:
+            raise VerifierError(f"verifier model inputs {sorted(names)} are not {list(INPUTS)}")
+        tokenizer.no_padding()
+        tokenizer.enable_truncation(max_tokens)
+        return cls(session, tokenizer, max_tokens)
+
+    def logits(self, query: str, cached: Sequence[str]) -> npt.NDArray[np.float64]:
+        """One logit per cached question, in order (probability = sigmoid)."""
+        encodings = self.tokenizer.encode_batch([(query, c) for c in cached])
+        width = max(len(e.ids) for e in encodings)
+        ids = np.zeros((len(encodings), width), dtype=np.int64)
+        mask = np.zeros_like(ids)
+        types = np.zeros_like(ids)
+        for row, enc in enumerate(encodings):
+            n = len(enc.ids)
+            ids[row, :n] = enc.ids
+            types[row, :n] = enc.type_ids
+            mask[row, :n] = 1
+        feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+        out = self.session.run(["logits"], feeds)[0]
+        return np.asarray(out, dtype=np.float64).reshape(-1)
+
+
+class OnnxVerifier:
+    """The :class:`~deja.semantic.verifier.Verifier` on ONNX Runtime, on its own thread."""
+
+    def __init__(self, encoder: CrossEncoder, model_id: str) -> None:
+        self.encoder = encoder
+        self.model_id = model_id
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="deja-verifier")
+
+    async def logits(self, query: str, cached: Sequence[str]) -> list[float]:
+        if not cached:
+            return []
+        loop = asyncio.get_running_loop()
+        try:
+            out = await loop.run_in_executor(self._executor, self.encoder.logits, query, cached)
+        except Exception as exc:  # a failed run is a VerifierError: the lookup becomes a miss
+            raise VerifierError(f"verifier failed: {describe(exc)}") from exc
+        return [float(x) for x in out]
+
+    async def close(self) -> None:
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(
+            None, lambda: self._executor.shutdown(wait=True, cancel_futures=True)
+        )
+
+
+def load_verifier(folder: Path = SHIPPED_DIR, *, max_tokens: int, threads: int = 1) -> OnnxVerifier:
+    """Check the files' sha256, then load. Raises ``VerifierError`` in one clear sentence."""
+    sums = check_sums(folder)
+    encoder = CrossEncoder.load(folder, max_tokens=max_tokens, threads=threads)
+    return OnnxVerifier(encoder, model_id=f"minilm-ce-{sums[MODEL_FILE][:12]}")

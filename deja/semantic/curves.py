@@ -1,0 +1,195 @@
+"""Precision / hit-rate curves of a calibration run and the precision-target → τ table.
+
+τ for a target is the least threshold whose *conservative* precision (at each τ, the lowest
+labelled precision over all stricter thresholds that still have enough labelled hits) reaches
+the target: monotone by construction, so a row's τ keeps its promise at every stricter τ.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from deja.semantic.calibration import (
+    Array,
+    CacheRun,
+    Decision,
+    Served,
+    metrics_at,
+    outcomes,
+    serve_cosine,
+)
+
+MAX_TOKENS = 64
+
+
+def pav(y: Array) -> Array:
+    """Isotonic (non-decreasing) least-squares fit of ``y`` (pool-adjacent-violators)."""
+    vals: list[float] = []
+    wts: list[int] = []
+    for v in y.astype(np.float64):
+        vals.append(float(v))
+        wts.append(1)
+        while len(vals) > 1 and vals[-2] > vals[-1]:
+            w = wts[-2] + wts[-1]
+            vals[-2] = (vals[-2] * wts[-2] + vals[-1] * wts[-1]) / w
+            wts[-2] = w
+            vals.pop()
+            wts.pop()
+    return np.repeat(np.array(vals), np.array(wts))
+
+
+@dataclass
+class Curve:
+    """Precision/hit-rate as a function of tau over the served scores (ascending tau).
+    ``smooth_precision``: mean of the isotonic fit of correctness-vs-score over labelled hits
+    with score >= tau, non-decreasing in tau by construction."""
+
+    tau: Array
+    precision: Array
+    smooth_precision: Array
+    hit_rate: Array
+    labelled: Array
+    unjudged: Array
+
+
+def curve(run: CacheRun, sv: Served) -> Curve:
+    labelled, right, has = outcomes(run, sv)
+    m = has & np.isfinite(sv.score)
+    sc = sv.score[m]
+    lab, ok, dup = labelled[m], right[m], (right & run.duplicate & labelled)[m]
+    order = np.argsort(-sc, kind="stable")
+    sc, lab, ok, dup = sc[order], lab[order], ok[order], dup[order]
+    # always-served (score +inf) hits count at every tau
+    inf = ~np.isfinite(sv.score) & has & (sv.score > 0)
+    base_lab, base_ok = int(labelled[inf].sum()), int(right[inf].sum())
+    base_dup = int((right & run.duplicate & labelled)[inf].sum())
+    iso = np.zeros(len(sc))
+    lab_idx = np.flatnonzero(lab)
+    if len(lab_idx):
+        # isotonic in ascending score -> reverse order
+        iso_lab = pav(ok[lab_idx][::-1].astype(np.float64))[::-1]
+        iso[lab_idx] = iso_lab
+    c_lab = np.cumsum(lab) + base_lab
+    c_ok = np.cumsum(ok) + base_ok
+    c_iso = np.cumsum(iso) + base_ok
+    c_dup = np.cumsum(dup) + base_dup
+    c_unj = np.cumsum(~lab) + int((inf & ~labelled).sum())
+    # keep the last index of each distinct score (serving is score >= tau)
+    last = np.r_[sc[1:] != sc[:-1], True] if len(sc) else np.zeros(0, dtype=bool)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        prec = np.where(c_lab > 0, c_ok / np.maximum(c_lab, 1), np.nan)
+        sm = np.where(c_lab > 0, c_iso / np.maximum(c_lab, 1), np.nan)
+    nd = max(1, int(run.duplicate.sum()))
+    sel = last
+    return Curve(
+        sc[sel][::-1],
+        prec[sel][::-1],
+        sm[sel][::-1],
+        (c_dup[sel] / nd)[::-1],
+        c_lab[sel][::-1],
+        c_unj[sel][::-1],
+    )
+
+
+def conservative_precision(cv: Curve, min_labelled: int = 30) -> Array:
+    """Monotone precision curve for choosing tau: at each tau, the LOWEST raw labelled
+    precision over all thresholds >= tau that still have >= ``min_labelled`` labelled hits
+    (nan beyond). Non-decreasing in tau, never above the raw curve, so a table row's tau
+    meets its target at every higher threshold with enough support."""
+    out = np.full(len(cv.tau), np.nan)
+    valid = np.flatnonzero(cv.labelled >= min_labelled)
+    if len(valid):
+        last = int(valid[-1])
+        out[: last + 1] = np.minimum.accumulate(cv.precision[: last + 1][::-1])[::-1]
+    return out
+
+
+def tau_for(cv: Curve, target: float, min_labelled: int = 30) -> float | None:
+    """Smallest tau whose conservative (monotone) precision is >= target; None when
+    unreachable."""
+    cons = conservative_precision(cv, min_labelled)
+    ok = np.nan_to_num(cons, nan=-1.0) >= target - 1e-12
+    if not ok.any():
+        return None
+    return float(cv.tau[np.flatnonzero(ok)[0]])
+
+
+TARGETS = tuple(round(0.80 + 0.01 * i, 2) for i in range(18))
+
+
+def build_table(
+    run: CacheRun, sv: Served, targets: Sequence[float] = TARGETS, min_labelled: int = 30
+) -> list[dict[str, Any]]:
+    cv = curve(run, sv)
+    table: list[dict[str, Any]] = []
+    for t in targets:
+        tau = tau_for(cv, t, min_labelled)
+        if tau is None:
+            table.append({"precision": t, "tau": None, "hit_rate": 0.0})
+            continue
+        m = metrics_at(run, sv, tau)
+        table.append(
+            {
+                "precision": t,
+                "tau": round(tau, 6),
+                "hit_rate": round(m["hit_rate"], 4),
+                "measured_precision": round(float(m["precision"]), 4),
+            }
+        )
+    return table
+
+
+def curve_area(table: Sequence[dict[str, Any]], targets: Sequence[float]) -> float:
+    """Sum of validation hit rates over the given targets (to compare decision scores)."""
+    return float(sum(r["hit_rate"] for r in table if r["precision"] in targets))
+
+
+def skip_candidates(run: CacheRun, thresholds: Sequence[float]) -> list[dict[str, Any]]:
+    """For each cosine threshold: labelled precision and counts of the top-1 cosine hits at
+    or above it (what serving them unverified would add)."""
+    sv = serve_cosine(run)
+    return [dict(metrics_at(run, sv, t), cosine=t) for t in thresholds]
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def write_calibration(
+    path: Path,
+    model_file: Path,
+    decision: Decision,
+    floor: float,
+    k: int,
+    skip_above: float | None,
+    fitted_on: str,
+    table: list[dict[str, Any]],
+    max_tokens: int = MAX_TOKENS,
+) -> dict[str, Any]:
+    doc = {
+        "model_file": model_file.name,
+        "model_sha256": file_sha256(model_file),
+        "max_tokens": max_tokens,
+        "k": k,
+        "cosine_floor": floor,
+        "decision": decision.kind,
+        "combined": decision.params(),
+        "skip_verification_above": skip_above,
+        "fitted_on": fitted_on,
+        "table": [
+            {"precision": r["precision"], "tau": r["tau"], "hit_rate": r["hit_rate"]} for r in table
+        ],
+    }
+    path.write_text(json.dumps(doc, indent=2) + "\n")
+    return doc

@@ -1,0 +1,257 @@
+"""The semantic step's decision and failure rules, with fakes for the parts around it:
+top-k candidates above θ, one batched verification, the cut-off for the precision target, the
+judge's grey zone, shadow sampling, and "any failure is a plain miss"."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine, Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from app.api.validation import validate
+from deja.cache.entry import CachedAnswer
+from deja.errors import VerifierError
+from deja.observability.metrics import Metrics
+from deja.request import CachePolicy, Outcome
+from deja.semantic.cutoffs import parse_table
+from deja.tenancy.thresholds import Thresholds
+from deja.vectorstore.base import ScoredPoint
+from middleware.lookup import Lookup
+from middleware.semantic import Checks, SemanticSettings, SemanticStep
+
+TABLE = parse_table(
+    {
+        "k": 4,
+        "cosine_floor": 0.7,
+        "decision": "verifier",
+        "table": [
+            {"precision": 0.80, "tau": 0.40},
+            {"precision": 0.90, "tau": 0.60},
+            {"precision": 0.95, "tau": 0.80},
+        ],
+    },
+    Path("t.json"),
+)
+
+
+def probs(*values: float) -> dict[str, float]:
+    """Verifier probability per candidate question, in the order of ``POINTS``."""
+    return {q.payload["question"]: p for q, p in zip(POINTS, values, strict=True)}
+
+
+def answer(entry_id: str) -> CachedAnswer:
+    return CachedAnswer(entry_id, "chat", "m", "stop", 1.0, message={"content": entry_id})
+
+
+def point(entry_id: str, score: float, question: str) -> ScoredPoint:
+    return ScoredPoint(entry_id=entry_id, score=score, payload={"question": question})
+
+
+class FakeStore:
+    def __init__(self) -> None:
+        self.deleted: list[str] = []
+
+    async def delete(self, ids: list[str]) -> int:
+        self.deleted.extend(ids)
+        return len(ids)
+
+
+class FakeCache:
+    def __init__(self, points: list[ScoredPoint]) -> None:
+        self.points = points
+        self.store = FakeStore()
+        self.limit = 0
+
+    async def search(self, query: Any, *, max_age: Any, limit: int) -> Any:
+        self.limit = limit
+        return [0.1] * 4, self.points[:limit]
+
+
+class FakeExact:
+    def __init__(self, ids: Sequence[str]) -> None:
+        self.answers = {i: answer(i) for i in ids}
+
+    async def get(self, entry_id: str) -> CachedAnswer | None:
+        return self.answers.get(entry_id)
+
+
+class FakeVerifier:
+    model_id = "fake"
+
+    def __init__(self, probs: dict[str, float], delay: float = 0.0, fail: bool = False) -> None:
+        self.probs = probs  # question → probability
+        self.delay = delay
+        self.fail = fail
+        self.calls: list[list[str]] = []
+
+    async def logits(self, query: str, cached: Sequence[str]) -> list[float]:
+        import math
+
+        self.calls.append(list(cached))
+        await asyncio.sleep(self.delay)
+        if self.fail:
+            raise VerifierError("verifier failed: boom")
+        return [math.log(self.probs[c] / (1 - self.probs[c])) for c in cached]
+
+    async def close(self) -> None:
+        return None
+
+
+class Spawned:
+    def __init__(self) -> None:
+        self.work: list[Coroutine[Any, Any, None]] = []
+
+    def __call__(self, work: Coroutine[Any, Any, None]) -> None:
+        self.work.append(work)
+
+    async def run(self) -> None:
+        await asyncio.gather(*self.work)
+
+
+def request(question: str = "How do I configure the agent?") -> Any:
+    body = {"model": "m", "messages": [{"role": "user", "content": question}]}
+    return validate("chat", orjson.dumps(body), tenant="t", policy=CachePolicy())
+
+
+def step(points: list[ScoredPoint], verifier: Any, **kw: Any) -> tuple[SemanticStep, Spawned]:
+    spawned = Spawned()
+    thresholds = Thresholds(global_=0.7)
+    thresholds.precision.global_ = kw.pop("precision", 0.90)
+    semantic = SemanticStep(
+        FakeCache(points),  # type: ignore[arg-type]
+        FakeExact(kw.pop("stored", [p.entry_id for p in points])),  # type: ignore[arg-type]
+        settings=SemanticSettings(timeout=kw.pop("timeout", 1.0), top_k=4),
+        thresholds=thresholds,
+        metrics=Metrics(),
+        spawn=spawned,
+        checks=Checks(verifier=verifier, table=TABLE, **kw),
+    )
+    return semantic, spawned
+
+
+POINTS = [
+    point("a" * 64, 0.95, "Is it not safe to configure the agent?"),
+    point("b" * 64, 0.90, "What is the process for configuring the agent?"),
+    point("c" * 64, 0.72, "How do I configure a proxy?"),
+    point("d" * 64, 0.60, "Below θ: never verified"),
+]
+
+
+async def lookup(semantic: SemanticStep, req: Any = None) -> Lookup:
+    return await semantic.lookup(req or request(), Lookup(Outcome.MISS, "e" * 64))
+
+
+async def test_the_best_verified_candidate_is_served_not_the_nearest() -> None:
+    verifier = FakeVerifier(probs(0.3, 0.7, 0.5, 0.99))
+    semantic, _ = step(POINTS, verifier)
+    got = await lookup(semantic)
+    assert got.outcome is Outcome.SEMANTIC and got.answer is not None
+    assert got.answer.entry_id == "b" * 64
+    assert got.similarity == 0.90 and got.verifier_score == pytest.approx(0.7)
+    assert verifier.calls == [[p.payload["question"] for p in POINTS[:3]]]  # one call, above θ
+
+
+async def test_a_stricter_target_turns_the_same_candidate_into_a_miss() -> None:
+    verifier = FakeVerifier({q.payload["question"]: 0.7 for q in POINTS})
+    semantic, _ = step(POINTS, verifier, precision=0.95)
+    got = await lookup(semantic)
+    assert got.outcome is Outcome.MISS and got.verifier_score == pytest.approx(0.7)
+
+
+@pytest.mark.parametrize("failure", [{"delay": 5.0}, {"fail": True}])
+async def test_a_slow_or_failing_verifier_is_a_plain_miss(failure: dict[str, Any]) -> None:
+    verifier = FakeVerifier({q.payload["question"]: 0.99 for q in POINTS}, **failure)
+    semantic, _ = step(POINTS, verifier, timeout=0.05)
+    got = await asyncio.wait_for(lookup(semantic), 1.0)
+    assert got.outcome is Outcome.MISS and got.answer is None
+
+
+async def test_an_evicted_answer_drops_its_point_and_tries_the_next() -> None:
+    verifier = FakeVerifier(probs(0.9, 0.8, 0.1, 0.1))
+    semantic, spawned = step(POINTS, verifier, stored=["b" * 64])
+    got = await lookup(semantic)
+    assert got.answer is not None and got.answer.entry_id == "b" * 64
+    await spawned.run()
+    assert semantic.cache.store.deleted == ["a" * 64]  # type: ignore[attr-defined]
+
+
+class FakeJudge:
+    def __init__(self, mode: str, verdict: bool | None) -> None:
+        self.mode = mode
+        self.answer = verdict
+        self.asked: list[tuple[str, str]] = []
+        self.later: list[tuple[str, str]] = []
+        self.calls = self.tokens = 0
+
+    def known(self, query: str, cached: str, model: str) -> bool | None:
+        return None
+
+    async def verdict(self, query: str, cached: str, model: str) -> bool | None:
+        self.asked.append((query, cached))
+        return self.answer
+
+    def judge_later(self, query: str, cached: str, model: str, spawn: Any) -> None:
+        self.later.append((query, cached))
+
+
+async def test_the_judge_decides_the_grey_zone_only() -> None:
+    grey = probs(0.1, 0.5, 0.1, 0.1)
+    sync = FakeJudge("sync", True)
+    semantic, _ = step(POINTS, FakeVerifier(grey), judge=sync)  # τ(0.90)=0.6, τ(0.80)=0.4
+    got = await lookup(semantic)
+    assert got.outcome is Outcome.SEMANTIC and sync.asked == [
+        ("How do I configure the agent?", "What is the process for configuring the agent?")
+    ]
+    later = FakeJudge("async", True)
+    semantic, _ = step(POINTS, FakeVerifier(grey), judge=later)
+    got = await lookup(semantic)
+    assert got.outcome is Outcome.MISS and later.later and not later.asked
+    below = FakeJudge("sync", True)
+    semantic, _ = step(POINTS, FakeVerifier({q: 0.2 for q in grey}), judge=below)
+    assert (await lookup(semantic)).outcome is Outcome.MISS and not below.asked
+
+
+class FakeShadow:
+    def __init__(self) -> None:
+        self.seen: list[float] = []
+
+    def maybe_check(self, req: Any, answer: CachedAnswer, similarity: float) -> bool:
+        self.seen.append(similarity)
+        return True
+
+
+async def test_hits_are_offered_to_shadow_checks() -> None:
+    shadow = FakeShadow()
+    verifier = FakeVerifier({q.payload["question"]: 0.99 for q in POINTS})
+    semantic, _ = step(POINTS, verifier, shadow=shadow)
+    assert (await lookup(semantic)).outcome is Outcome.SEMANTIC
+    assert shadow.seen == [0.95]
+
+
+async def test_cosine_alone_without_a_verifier() -> None:
+    semantic, _ = step(POINTS, None)
+    got = await lookup(semantic)
+    assert got.outcome is Outcome.SEMANTIC and got.verifier_score is None
+    assert got.answer is not None and got.answer.entry_id == "a" * 64
+
+
+def test_same_words_ignores_case_punctuation_and_spacing_only() -> None:
+    from deja.semantic.verifier import same_words
+
+    assert same_words("How do I reset my password?", "how do i reset  my password")
+    assert same_words("¿Qué hora es?", "qué hora es")
+    assert not same_words("Is it safe to eat raw eggs?", "Is it not safe to eat raw eggs?")
+    assert not same_words("qué hora es", "que hora es")  # accents are letters
+
+
+async def test_the_same_question_up_to_case_is_served_without_the_verifier() -> None:
+    points = [point("f" * 64, 0.97, "how do i configure the agent")]
+    verifier = FakeVerifier({"how do i configure the agent": 0.01})
+    semantic, _ = step(points, verifier)
+    got = await lookup(semantic)
+    assert got.outcome is Outcome.SEMANTIC and got.verifier_score == 1.0
+    assert verifier.calls == []
