@@ -6,13 +6,14 @@ BIN := $(VENV)/bin
 RUNTIME_STAMP := $(VENV)/.deja-runtime
 DEV_STAMP := $(VENV)/.deja-dev
 
-.PHONY: run test lint typecheck unit install dev bench clean redis-server prometheus help
+.PHONY: run test lint typecheck unit install dev bench clean redis-server prometheus help verifier
 .DEFAULT_GOAL := help
 
 help:
 	@echo "make run    - install into $(VENV) if needed and start the gateway with simulated replicas"
 	@echo "make test   - install test deps, lint, type-check, run the suite against a real redis-server"
 	@echo "make bench  - side-by-side benchmarks (bench/README.md)"
+	@echo "make verifier - retrain the shipped verifier (PyTorch in $(TRAIN_VENV), ~35 min on 2 cores)"
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -56,8 +57,16 @@ prometheus:
 test: $(DEV_STAMP) redis-server prometheus lint typecheck
 	$(BIN)/pytest
 
+# The verifier's training needs PyTorch (the deja[train] extra): it gets its own venv so the
+# gateway's stays torch-free. The embed step uses the gateway's own ONNX embedder ($(BIN)/python).
+TRAIN_VENV ?= .venv-train
+verifier: $(RUNTIME_STAMP)
+	@test -x $(TRAIN_VENV)/bin/python || $(PYTHON) -m venv $(TRAIN_VENV)
+	$(TRAIN_VENV)/bin/pip install -q -e '.[train]'
+	DEJA_EMBED_PYTHON=$(abspath $(BIN))/python $(TRAIN_VENV)/bin/python -m training.verifier.build all
+
 bench: $(DEV_STAMP)
 	$(BIN)/python bench/gateway_paths.py
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis
+	rm -rf $(VENV) $(TRAIN_VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

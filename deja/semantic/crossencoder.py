@@ -8,8 +8,8 @@ file ships in the repository with a sha256 that is checked at load: a corrupt or
 never scores anything.
 
 Inference runs on the verifier's own single thread, never on the event loop. One lookup's
-candidates are scored in one padded batch (the input is ``[CLS] query [SEP] cached [SEP]``, at
-most ``max_tokens`` tokens).
+candidates are scored in one call to that thread, pair by pair (the input is ``[CLS] query
+[SEP] cached [SEP]``, at most ``max_tokens`` tokens).
 """
 
 from __future__ import annotations
@@ -104,20 +104,24 @@ class CrossEncoder:
         return cls(session, tokenizer, max_tokens)
 
     def logits(self, query: str, cached: Sequence[str]) -> npt.NDArray[np.float64]:
-        """One logit per cached question, in order (probability = sigmoid)."""
-        encodings = self.tokenizer.encode_batch([(query, c) for c in cached])
-        width = max(len(e.ids) for e in encodings)
-        ids = np.zeros((len(encodings), width), dtype=np.int64)
-        mask = np.zeros_like(ids)
-        types = np.zeros_like(ids)
-        for row, enc in enumerate(encodings):
-            n = len(enc.ids)
-            ids[row, :n] = enc.ids
-            types[row, :n] = enc.type_ids
-            mask[row, :n] = 1
-        feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
-        out = self.session.run(["logits"], feeds)[0]
-        return np.asarray(out, dtype=np.float64).reshape(-1)
+        """One logit per cached question, in order (probability = sigmoid).
+
+        Each pair runs on its own, unpadded: dynamic int8 quantisation scales activations over
+        the whole input tensor, so in a padded batch a pair's score would depend on its
+        batch-mates (up to 0.5 logit here), and the calibration table was measured pair by
+        pair. Measured on this machine, four pairs one after the other took 9.5 ms p50, one
+        padded batch of four 11.7 ms."""
+        out = np.empty(len(cached), dtype=np.float64)
+        for i, text in enumerate(cached):
+            enc = self.tokenizer.encode(query, text)
+            ids = np.asarray([enc.ids], dtype=np.int64)
+            feeds = {
+                "input_ids": ids,
+                "attention_mask": np.ones_like(ids),
+                "token_type_ids": np.asarray([enc.type_ids], dtype=np.int64),
+            }
+            out[i] = float(np.asarray(self.session.run(["logits"], feeds)[0]).reshape(-1)[0])
+        return out
 
 
 class OnnxVerifier:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -92,3 +93,55 @@ def test_busy_port_fails_in_one_line_before_loading_models(tmp_path: Path) -> No
     assert "semantic cache:" not in output  # the embedder was never loaded
     assert "Traceback" not in output
     assert time.monotonic() - started < 20
+
+
+def test_a_corrupt_verifier_stops_start_up_in_one_line_unless_told_to_fall_back(
+    tmp_path: Path,
+) -> None:
+    from deja.semantic.crossencoder import MODEL_FILE, SHIPPED_DIR
+
+    broken = tmp_path / "verifier"
+    shutil.copytree(SHIPPED_DIR, broken)
+    with (broken / MODEL_FILE).open("r+b") as handle:
+        handle.seek(1 << 20)
+        handle.write(b"bitrot")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DEJA_")}
+    env.update(
+        DEJA_DATA_DIR=str(tmp_path / "data"),
+        DEJA_MODEL_DIR=str(MODEL_DIR),
+        DEJA_SEMANTIC_VERIFIER_DIR=str(broken),
+    )
+    port = free_port()
+    result = subprocess.run(
+        [sys.executable, "-m", "app", "serve", "--demo", "--port", str(port)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 1
+    assert "does not match its sha256" in result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
+    env["DEJA_SEMANTIC_VERIFIER_FALLBACK"] = "cosine"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app", "serve", "--demo", "--port", str(port)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert proc.poll() is None, "gateway exited during start-up"
+            assert time.monotonic() < deadline, "gateway did not become ready"
+            time.sleep(0.1)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        output, _ = proc.communicate(timeout=20)
+    assert "SEMANTIC HITS ARE NOT VERIFIED" in output
