@@ -20,38 +20,55 @@ from tests.support import MODEL_DIR, free_port
 pytestmark = pytest.mark.e2e
 
 
-def test_demo_gateway_process_serves_miss_then_hit(tmp_path: Path) -> None:
-    port = free_port()
+def clean_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("DEJA_")}
-    env.update(DEJA_DATA_DIR=str(tmp_path), DEJA_MODEL_DIR=str(MODEL_DIR))
-    proc = subprocess.Popen(
+    env.update(DEJA_MODEL_DIR=str(MODEL_DIR), **extra)
+    return env
+
+
+def serve(port: int, env: dict[str, str]) -> subprocess.Popen[str]:
+    return subprocess.Popen(
         [sys.executable, "-m", "app", "serve", "--demo", "--port", str(port)],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
     )
+
+
+def serve_once(port: int, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """A gateway expected to refuse to start: its exit status and output."""
+    return subprocess.run(
+        [sys.executable, "-m", "app", "serve", "--demo", "--port", str(port)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def wait_ready(proc: subprocess.Popen[str], port: int) -> None:
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        assert proc.poll() is None, "gateway exited during start-up"
+        assert time.monotonic() < deadline, "gateway did not become ready"
+        time.sleep(0.1)
+
+
+def test_demo_gateway_process_serves_miss_then_hit(tmp_path: Path) -> None:
+    port = free_port()
+    env = clean_env(DEJA_DATA_DIR=str(tmp_path))
+    proc = serve(port, env)
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(base + "/readyz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert proc.poll() is None, "gateway exited during start-up"
-            assert time.monotonic() < deadline, "gateway did not become ready"
-            time.sleep(0.1)
+        wait_ready(proc, port)
         # A second gateway on the same data dir is refused in one line, naming the holder.
-        second_port = free_port()
-        refused = subprocess.run(
-            [sys.executable, "-m", "app", "serve", "--demo", "--port", str(second_port)],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        refused = serve_once(free_port(), env)
         assert refused.returncode == 1
         assert f"in use by another deja process (pid {proc.pid})" in refused.stderr
         assert "Traceback" not in refused.stderr + refused.stdout
@@ -73,20 +90,13 @@ def test_demo_gateway_process_serves_miss_then_hit(tmp_path: Path) -> None:
 
 
 def test_busy_port_fails_in_one_line_before_loading_models(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DEJA_")}
-    env.update(DEJA_DATA_DIR=str(tmp_path), DEJA_MODEL_DIR=str(MODEL_DIR))
+    env = clean_env(DEJA_DATA_DIR=str(tmp_path))
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
         started = time.monotonic()
-        result = subprocess.run(
-            [sys.executable, "-m", "app", "serve", "--demo", "--port", str(port)],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        result = serve_once(port, env)
     assert result.returncode == 1
     assert f"cannot listen on 127.0.0.1:{port}" in result.stderr
     output = result.stderr + result.stdout
@@ -105,42 +115,16 @@ def test_a_corrupt_verifier_stops_start_up_in_one_line_unless_told_to_fall_back(
     with (broken / MODEL_FILE).open("r+b") as handle:
         handle.seek(1 << 20)
         handle.write(b"bitrot")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DEJA_")}
-    env.update(
-        DEJA_DATA_DIR=str(tmp_path / "data"),
-        DEJA_MODEL_DIR=str(MODEL_DIR),
-        DEJA_SEMANTIC_VERIFIER_DIR=str(broken),
-    )
+    env = clean_env(DEJA_DATA_DIR=str(tmp_path / "data"), DEJA_SEMANTIC_VERIFIER_DIR=str(broken))
     port = free_port()
-    result = subprocess.run(
-        [sys.executable, "-m", "app", "serve", "--demo", "--port", str(port)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    result = serve_once(port, env)
     assert result.returncode == 1
     assert "does not match its sha256" in result.stderr
     assert "Traceback" not in result.stderr + result.stdout
     env["DEJA_SEMANTIC_VERIFIER_FALLBACK"] = "cosine"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "app", "serve", "--demo", "--port", str(port)],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    proc = serve(port, env)
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert proc.poll() is None, "gateway exited during start-up"
-            assert time.monotonic() < deadline, "gateway did not become ready"
-            time.sleep(0.1)
+        wait_ready(proc, port)
     finally:
         proc.send_signal(signal.SIGINT)
         output, _ = proc.communicate(timeout=20)
