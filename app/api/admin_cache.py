@@ -22,7 +22,13 @@ from app.gateway import Gateway
 from deja.cache.entry import CachedAnswer
 from deja.cache.exact.base import ExactStore, StoredEntry
 from deja.cache.keys import ENTRY_ID
-from deja.errors import CacheUnavailableError, InvalidRequestError, NotFoundError
+from deja.errors import (
+    CacheUnavailableError,
+    InvalidRequestError,
+    NotFoundError,
+    VectorStoreError,
+    describe,
+)
 from deja.semantic.cache import SEMANTIC_ERRORS
 
 router = APIRouter(prefix="/admin")
@@ -39,10 +45,8 @@ def _exact(gateway: Gateway) -> ExactStore:
 
 
 async def _entries(gateway: Gateway) -> list[StoredEntry]:
-    try:
-        return await _exact(gateway).scan()
-    except CacheUnavailableError as exc:
-        raise InvalidRequestError(f"the exact store is unavailable: {exc}") from exc
+    # A failing store raises CacheUnavailableError: a 503, never the admin's fault.
+    return await _exact(gateway).scan()
 
 
 async def _similar(gateway: Gateway, query: str, match: dict[str, str]) -> dict[str, float]:
@@ -55,8 +59,8 @@ async def _similar(gateway: Gateway, query: str, match: dict[str, str]) -> dict[
         points = await semantic.store.neighbours(
             vector, match=match, now=time.time(), limit=QUERY_CANDIDATES
         )
-    except SEMANTIC_ERRORS as exc:
-        raise InvalidRequestError(f"the semantic layer failed: {exc}") from exc
+    except SEMANTIC_ERRORS as exc:  # a dependency failed: 503, not the admin's fault
+        raise VectorStoreError(f"the semantic layer failed: {describe(exc)}") from exc
     return {p.entry_id: p.score for p in points}
 
 
@@ -79,11 +83,8 @@ def _describe(entry: StoredEntry, similarity: float | None = None) -> dict[str, 
 async def _remove(gateway: Gateway, ids: list[str]) -> int:
     exact = _exact(gateway)
     removed = 0
-    try:
-        for entry_id in ids:
-            removed += await exact.delete(entry_id)
-    except CacheUnavailableError as exc:
-        raise InvalidRequestError(f"the exact store is unavailable: {exc}") from exc
+    for entry_id in ids:  # CacheUnavailableError → 503
+        removed += await exact.delete(entry_id)
     semantic = gateway.semantic
     if semantic is not None and ids:
         # The answers are gone; an orphan vector could no longer be served anyway.
@@ -174,7 +175,9 @@ class Invalidate(BaseModel):
     namespace: str | None = None
     older_than: float | None = Field(None, ge=0, description="Seconds since the entry was made.")
     query: str | None = Field(None, description="Entries whose question is similar to this.")
-    min_similarity: float | None = Field(None, ge=0, le=1, description="Default: global θ.")
+    min_similarity: float | None = Field(
+        None, ge=0, le=1, description="Default: the global θ (the candidates' cosine floor)."
+    )
     dry_run: bool = False
 
 

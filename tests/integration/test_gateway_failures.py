@@ -101,8 +101,10 @@ async def test_redis_stopped_mid_run_serves_then_resumes_caching(sims: SimCluste
             redis_url=redis.url,
             redis_timeout_seconds=0.2,
             redis_retry_seconds=0.2,
+            admin_key="admin",
         ) as (url, app):
             client = openai.AsyncOpenAI(base_url=url + "/v1", api_key="k", max_retries=0)
+            admin = {"authorization": "Bearer admin"}
 
             async def outcome(request: dict[str, Any]) -> str:
                 raw = await client.chat.completions.with_raw_response.create(**request)
@@ -121,6 +123,12 @@ async def test_redis_stopped_mid_run_serves_then_resumes_caching(sims: SimCluste
             fresh = body()
             assert await outcome(fresh) == "off"
             assert await outcome(body(stream=False)) == "off"
+            async with httpx.AsyncClient(base_url=url, headers=admin) as http:
+                listing = await http.get("/admin/cache/entries")
+                theta = await http.put("/admin/threshold", json={"global": 0.9})
+            # A store outage is the gateway's dependency failing (503), not a bad request.
+            assert (listing.status_code, theta.status_code) == (503, 503)
+            assert listing.json()["error"]["code"] == "dependency_unavailable"
             redis.start()
             await asyncio.sleep(0.3)
             again = body()
