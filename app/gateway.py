@@ -21,8 +21,6 @@ from app.resources import (
     SemanticParts,
     client_keys,
     exact_store,
-    open_verifier,
-    semantic_cache,
     semantic_step,
     temporal_detector,
     uses_data_dir_exclusively,
@@ -130,14 +128,8 @@ class Gateway:
         exact = exact_store(settings, redis)
         if exact is not None:
             stack.push_async_callback(exact.close)
-        semantic = await semantic_cache(stack, settings, metrics, tracing)
-        parts = SemanticParts(semantic, exact, replicas.upstream)
-        if semantic is not None:
-            parts.verifier, parts.table = open_verifier(stack, settings)
-        thresholds = Thresholds(global_=parts.theta(settings))
-        thresholds.precision.global_ = settings.semantic_precision
-        metrics.threshold.set_function(lambda: thresholds.global_)
-        metrics.precision_target.set_function(lambda: thresholds.precision.global_)
+        parts = await SemanticParts.open(stack, settings, metrics, tracing, exact, replicas)
+        thresholds = parts.thresholds(settings, metrics)
         background = BackgroundTasks()
         stack.push_async_callback(background.drain)  # pending stores finish before closing
         prefix = PrefixConfig(
@@ -158,7 +150,7 @@ class Gateway:
             upstream=replicas.upstream,
             discovery=replicas.discovery,
             exact=exact,
-            semantic=semantic,
+            semantic=parts.cache,
             pipeline=pipeline,
             keys=keys,
             limiter=RateLimiter(),

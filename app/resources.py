@@ -276,6 +276,31 @@ class SemanticParts:
     verifier: Verifier | None = None
     table: CalibrationTable | None = None
 
+    @classmethod
+    async def open(
+        cls,
+        stack: AsyncExitStack,
+        settings: Settings,
+        metrics: Metrics,
+        tracing: Tracing,
+        exact: ExactStore | None,
+        replicas: Replicas,
+    ) -> SemanticParts:
+        """The semantic cache (embedder, vector store) and, with it, the verifier and table."""
+        cache = await semantic_cache(stack, settings, metrics, tracing)
+        parts = cls(cache, exact, replicas.upstream)
+        if cache is not None:
+            parts.verifier, parts.table = open_verifier(stack, settings)
+        return parts
+
+    def thresholds(self, settings: Settings, metrics: Metrics) -> Thresholds:
+        """θ and the precision target, live values seeded from settings, exported as gauges."""
+        thresholds = Thresholds(global_=self.theta(settings))
+        thresholds.precision.global_ = settings.semantic_precision
+        metrics.threshold.set_function(lambda: thresholds.global_)
+        metrics.precision_target.set_function(lambda: thresholds.precision.global_)
+        return thresholds
+
     def theta(self, settings: Settings) -> float:
         """θ: the configured override, else the table's candidate floor, else cosine-only's."""
         if settings.semantic_threshold is not None:

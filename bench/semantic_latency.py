@@ -4,7 +4,8 @@ Two gateways in front of one SIMULATED replica (``deja sim --speed 0``):
 
 * **verified**: the shipped cross-encoder verifier on (the default), precision target
   ``--precision`` (default 0.92, the default of ``DEJA_SEMANTIC_PRECISION``): embed, top-k
-  search above the calibration floor, one batched verifier call, cut-off τ;
+  search above the calibration floor, one verifier call (the candidates scored pair by pair on
+  its thread), cut-off τ;
 * **unverified**: ``DEJA_SEMANTIC_VERIFIER=off`` with ``DEJA_SEMANTIC_THRESHOLD=0.80``: embed,
   search, cosine alone decides.
 

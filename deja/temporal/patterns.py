@@ -1,6 +1,5 @@
-"""The temporal bypass rules as data: volatile expressions (English and Spanish) and the
-timeless uses of the same words whose spans do not count. ``deja.temporal.rules`` compiles them.
-"""
+"""The temporal bypass rules as data (English and Spanish): volatile expressions, and the
+timeless uses of the same words whose spans do not count. Compiled by ``deja.temporal.rules``."""
 
 from __future__ import annotations
 
