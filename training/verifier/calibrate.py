@@ -55,7 +55,7 @@ def cached_embed(split: str) -> Any:
 def run_cache(
     rows: list[Any], split: str, model: Path, k: int, floor: float, threads: int
 ) -> CacheRun:
-    v = Verifier.load(model, ARTIFACTS / "tokenizer.json", threads=threads)
+    v = Verifier.load(model, model.parent / "tokenizer.json", threads=threads)
     prog = Progress(f"cache {split}", len(rows), every=20.0)
     t = time.monotonic()
     run = cache_run(
@@ -70,7 +70,7 @@ def run_cache(
 
 
 def pairwise(rows: list[Any], split: str, model: Path, threads: int) -> dict[str, float]:
-    v = Verifier.load(model, ARTIFACTS / "tokenizer.json", threads=threads)
+    v = Verifier.load(model, model.parent / "tokenizer.json", threads=threads)
     emb = cached_embed(split)
     y = np.array([r.duplicate for r in rows])
     cos = np.sum(emb([r.a for r in rows]) * emb([r.b for r in rows]), axis=1)
@@ -109,9 +109,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--k", type=int, default=4)
     ap.add_argument("--floors", type=float, nargs="+", default=[0.60, 0.70])
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--min-labelled", type=int, default=30)
+    ap.add_argument("--min-labelled", type=int, default=50)
+    ap.add_argument("--limit", type=int, default=0, help="first N rows only (smoke)")
     args = ap.parse_args(argv)
     rows = read_pairs(args.val)
+    if args.limit:
+        rows = rows[: args.limit]
     run = run_cache(rows, "val", args.model, args.k, min(args.floors), args.threads)
     report: dict[str, Any] = {
         "rows": len(rows),

@@ -391,10 +391,24 @@ def curve(run: CacheRun, sv: Served) -> Curve:
     )
 
 
+def conservative_precision(cv: Curve, min_labelled: int = 30) -> np.ndarray:
+    """Monotone precision curve for choosing tau: at each tau, the LOWEST raw labelled
+    precision over all thresholds >= tau that still have >= ``min_labelled`` labelled hits
+    (nan beyond). Non-decreasing in tau, never above the raw curve, so a table row's tau
+    meets its target at every higher threshold with enough support."""
+    out = np.full(len(cv.tau), np.nan)
+    valid = np.flatnonzero(cv.labelled >= min_labelled)
+    if len(valid):
+        last = int(valid[-1])
+        out[: last + 1] = np.minimum.accumulate(cv.precision[: last + 1][::-1])[::-1]
+    return out
+
+
 def tau_for(cv: Curve, target: float, min_labelled: int = 30) -> float | None:
-    """Smallest tau whose smoothed precision is >= target (with >= min_labelled labelled
-    hits); None when unreachable."""
-    ok = (cv.smooth_precision >= target - 1e-12) & (cv.labelled >= min_labelled)
+    """Smallest tau whose conservative (monotone) precision is >= target; None when
+    unreachable."""
+    cons = conservative_precision(cv, min_labelled)
+    ok = np.nan_to_num(cons, nan=-1.0) >= target - 1e-12
     if not ok.any():
         return None
     return float(cv.tau[np.flatnonzero(ok)[0]])
@@ -468,7 +482,7 @@ def write_calibration(
 
 def load_calibration(path: Path) -> tuple[Decision, dict[str, Any]]:
     doc: dict[str, Any] = json.loads(path.read_text())
-    c = doc.get("combined")
+    c: dict[str, Any] = doc.get("combined") or {}
     if doc["decision"] == "combined":
         dec = Decision("combined", float(c["w_logit"]), float(c["w_cosine"]), float(c["bias"]))
     else:
@@ -496,6 +510,7 @@ __all__ = [
     "auc",
     "build_table",
     "cache_run",
+    "conservative_precision",
     "curve",
     "curve_area",
     "fit_combined",

@@ -82,6 +82,7 @@ def main(argv: list[str] | None = None) -> int:
         default=0.0,
         help="stop (and save final.pt, marked partial) after this many minutes",
     )
+    ap.add_argument("--head", choices=("pooler", "cls"), default="pooler")
     ap.add_argument("--seed", type=int, default=SEED)
     args = ap.parse_args(argv)
 
@@ -107,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     steps = len(batches)
     warm = max(1, int(steps * args.warmup))
 
-    model = build(pretrained=True)
+    model = build(pretrained=True, head=args.head)
     model.train()
     decay = [p for n, p in model.named_parameters() if p.ndim >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.ndim < 2]
@@ -139,7 +140,9 @@ def main(argv: list[str] | None = None) -> int:
         "weight_decay": args.weight_decay,
         "seed": args.seed,
         "max_tokens": MAX_TOKENS,
-        "head": "linear on BERT pooler output (tanh dense on [CLS]), dropout 0.1",
+        "head_input": args.head,
+        "head": "dropout 0.1 + linear on "
+        + ("BERT pooler output (tanh dense on [CLS])" if args.head == "pooler" else "[CLS]"),
     }
 
     def save(name: str, step: int) -> None:
