@@ -175,9 +175,10 @@ def main(argv: list[str] | None = None) -> int:
         f"validation split carved from qqp_train.jsonl.gz ({len(rows)} rows, "
         f"{int(run.duplicate.sum())} duplicates, no question text shared with the "
         f"training rows), cache mode: {len(run.index_texts)} distinct a indexed, every b "
-        f"queried, top-{args.k} by cosine >= {floor}; tau = smallest threshold whose "
-        f"isotonic-smoothed labelled precision >= target (>= {args.min_labelled} "
-        "labelled hits)"
+        f"queried, top-{args.k} by cosine >= {floor}, each (query, candidate) pair scored on "
+        "its own (batch 1); tau = smallest threshold whose monotone labelled precision "
+        "(lowest raw precision at any threshold >= tau with >= "
+        f"{args.min_labelled} labelled hits) >= target"
     )
     doc = write_calibration(
         args.out, args.model, dec, floor, args.k, skip_above, fitted_on, best["table"]

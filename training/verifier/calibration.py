@@ -4,9 +4,10 @@ tokenizers only; no torch), meant to move into the gateway's domain package and 
 
 Cache mode (the project's metric): every distinct ``a`` is inserted into an index; each ``b``
 queries it. The top-``k`` neighbours by cosine with cosine >= ``floor`` are scored by the
-verifier (one batch per query); the candidate with the highest decision score is served when
-that score is >= tau. A served hit is *labelled* when its text is the row's own ``a`` (right
-iff ``duplicate``) or identical to the query (right); other hits are *unjudged*.
+verifier (each pair on its own by default); the candidate with the highest decision score
+is served when that score is >= tau. A served hit is *labelled* when its text is the row's
+own ``a`` (right iff ``duplicate``) or identical to the query (right); other hits are
+*unjudged*.
 Labelled precision = right / labelled; duplicate hit rate = duplicate rows served their own
 ``a`` (or identical text) / duplicate rows.
 
@@ -167,9 +168,12 @@ def cache_run(
     k: int = 4,
     floor: float = 0.6,
     progress: Callable[[int, int], None] | None = None,
+    batch: int = 1,
 ) -> CacheRun:
     """Index every distinct ``a``, query with every ``b``, keep the top-``k`` neighbours with
-    cosine >= ``floor`` and score them with ``verifier`` (one batch per query). ``embed``
+    cosine >= ``floor`` and score them with ``verifier``, ``batch`` pairs per run (default 1:
+    dynamic int8 quantisation scales activations over the whole padded batch, so a batched
+    pair's score depends on its batch-mates; one at a time costs about the same). ``embed``
     returns unit vectors [n, dim]. ``verifier=None`` leaves logits nan (cosine only)."""
     index_texts = list(dict.fromkeys(r.a for r in rows))
     pos = {t: i for i, t in enumerate(index_texts)}
@@ -201,7 +205,7 @@ def cache_run(
                     kind[i, slot], right[i, slot] = OWN, row.duplicate
             if verifier is not None and keep:
                 lg[i, : len(keep)] = verifier.logits(
-                    [(row.b, index_texts[c]) for c in keep], batch=k
+                    [(row.b, index_texts[c]) for c in keep], batch=batch
                 )
                 scored += len(keep)
             if progress is not None:
