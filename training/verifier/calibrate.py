@@ -85,7 +85,7 @@ def pairwise(rows: list[Any], split: str, model: Path, threads: int) -> dict[str
 
 def cosine_curve(run: CacheRun) -> list[dict[str, float]]:
     sv = serve_cosine(run)
-    return [metrics_at(run, sv, round(t, 3)) for t in (*np.arange(0.85, 0.99, 0.01), 0.99, 0.995)]
+    return [metrics_at(run, sv, round(t, 3)) for t in (*(np.arange(85, 100) / 100), 0.995)]
 
 
 def tau_curve(
@@ -191,6 +191,7 @@ def main(argv: list[str] | None = None) -> int:
         "table": best["table"],
     }
     report["verifier_curve"] = tau_curve(run, dec, floor, skip_above)
+    report["verifier_only_curve"] = tau_curve(run, Decision("verifier"), floor, None)
     report["cosine_curve"] = cosine_curve(run)
     report["pairwise"] = pairwise(rows, "val", args.model, args.threads)
     print(f"[calibrate] val pairwise {report['pairwise']}", flush=True)

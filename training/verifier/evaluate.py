@@ -11,6 +11,7 @@ from typing import Any
 
 from training.verifier.calibrate import cosine_curve, pairwise, run_cache, tau_curve
 from training.verifier.calibration import (
+    Decision,
     load_calibration,
     metrics_at,
     serve,
@@ -48,6 +49,9 @@ def main(argv: list[str] | None = None) -> int:
         "per_target": per_target,
         "verifier_curve": tau_curve(
             run, dec, float(doc["cosine_floor"]), doc["skip_verification_above"]
+        ),
+        "verifier_only_curve": tau_curve(
+            run, Decision("verifier"), float(doc["cosine_floor"]), None
         ),
         "cosine_curve": cosine_curve(run),
         "pairwise": pairwise(rows, "dev", model, args.threads),

@@ -76,8 +76,11 @@ def main(argv: list[str] | None = None) -> int:
         )
     )
     for name, rep in (("validation", cal), ("dev", ev)):
-        print(f"\n## Verifier curve, {name}\n")
+        print(f"\n## Chosen decision score (with skip), {name}\n")
         print(table(rep["verifier_curve"], curve_cols))
+        if "verifier_only_curve" in rep:
+            print(f"\n## Verifier probability alone (no skip), {name}\n")
+            print(table(rep["verifier_only_curve"], curve_cols))
         print(f"\n## Cosine-only curve, {name}\n")
         print(table(rep["cosine_curve"], cos_cols))
         print(f"\nPairwise ({name}): {json.dumps(rep['pairwise'])}")
