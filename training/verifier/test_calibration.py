@@ -77,7 +77,8 @@ def _toy_run() -> CacheRun:
 
     def embed(texts: list[str]) -> np.ndarray:
         m = np.array([vecs[t] for t in texts], dtype=np.float32)
-        return m / np.linalg.norm(m, axis=1, keepdims=True)
+        out: np.ndarray = m / np.linalg.norm(m, axis=1, keepdims=True)
+        return out
 
     return cache_run(rows, embed, None, k=2, floor=0.5)
 
