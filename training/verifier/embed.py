@@ -1,0 +1,106 @@
+"""Embed question texts with the project's ONNX embedder (all-MiniLM-L6-v2, dynint8) and cache
+the unit vectors as ``.npy`` (+ the texts as JSON) under ``.cache/emb/``.
+
+Run it with the PROJECT venv (it imports the gateway's embedder, no torch):
+``PYTHONPATH=. /work/main/.venv/bin/python -m training.verifier.embed --split val dev``.
+Later steps only read the cache (see :func:`load_embeddings`), so they keep working when the
+gateway's module paths move.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from training.verifier.common import CACHE, DATA, Progress, read_pairs
+
+EMB = CACHE / "emb"
+EMBEDDER_MODULES = ("deja.embedder_onnx", "middleware.embedder_onnx")
+
+
+def split_file(name: str) -> Path:
+    return {
+        "train": DATA / "qqp_train.jsonl.gz",
+        "val": CACHE / "val.jsonl",
+        "dev": DATA / "qqp_dev.jsonl",
+    }.get(name, Path(name))
+
+
+def split_texts(name: str) -> list[str]:
+    """Distinct question texts (a's and b's) of a split, in first-seen order."""
+    seen: dict[str, None] = {}
+    for p in read_pairs(split_file(name)):
+        seen.setdefault(p.a, None)
+        seen.setdefault(p.b, None)
+    return list(seen)
+
+
+def load_embeddings(name: str) -> dict[str, np.ndarray]:
+    """text -> unit vector (float32, 384) from the cache written by this script."""
+    texts = json.loads((EMB / f"{name}.texts.json").read_text())
+    vecs = np.load(EMB / f"{name}.npy")
+    if len(texts) != len(vecs):
+        raise ValueError(f"embedding cache {name} is inconsistent")
+    return {t: vecs[i] for i, t in enumerate(texts)}
+
+
+def _load_embedder(cache_dir: Path) -> Any:
+    last: Exception | None = None
+    for mod in EMBEDDER_MODULES:
+        try:
+            m = importlib.import_module(mod)
+            return m.load_onnx_embedder(cache_dir, threads=1, variant="dynint8")
+        except ImportError as exc:
+            last = exc
+    raise SystemExit(f"no ONNX embedder importable ({last}); the cache in {EMB} is needed")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--split",
+        nargs="+",
+        default=["val", "dev", "train"],
+        help="split names (train, val, dev) or JSONL paths",
+    )
+    ap.add_argument("--force", action="store_true", help="re-embed even when cached")
+    ap.add_argument("--chunk", type=int, default=256)
+    args = ap.parse_args(argv)
+    EMB.mkdir(parents=True, exist_ok=True)
+    embedder = None
+    for name in args.split:
+        out = EMB / f"{Path(name).stem if '/' in name else name}.npy"
+        texts = split_texts(name)
+        tfile = out.with_suffix(".texts.json")
+        if (
+            out.exists()
+            and tfile.exists()
+            and not args.force
+            and json.loads(tfile.read_text()) == texts
+        ):
+            print(f"[embed] {name}: cached ({len(texts)} texts)", flush=True)
+            continue
+        if embedder is None:
+            embedder = _load_embedder(CACHE / "embedder")
+            print(f"[embed] embedder {getattr(embedder, 'model_id', '?')}", flush=True)
+        vecs = np.zeros((len(texts), 384), dtype=np.float32)
+        prog = Progress(f"embed {name}", len(texts))
+        for i in range(0, len(texts), args.chunk):
+            chunk = texts[i : i + args.chunk]
+            vecs[i : i + len(chunk)] = np.asarray(embedder.embed_batch(chunk), dtype=np.float32)
+            prog.update(i + len(chunk))
+        np.save(out, vecs)
+        tfile.write_text(json.dumps(texts))
+        print(f"[embed] {name}: wrote {out} {vecs.shape}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

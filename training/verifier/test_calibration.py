@@ -1,0 +1,116 @@
+"""Unit tests of the torch-free calibration module (synthetic data, no model files needed
+except the last test, which is skipped when the shipped artifacts are absent)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from training.verifier.calibration import (
+    CacheRun,
+    Decision,
+    auc,
+    build_table,
+    cache_run,
+    conservative_precision,
+    curve,
+    fit_logistic,
+    metrics_at,
+    pav,
+    serve,
+    serve_cosine,
+)
+
+ART = Path(__file__).resolve().parents[2] / "deja" / "models" / "verifier"
+
+
+@dataclass
+class Row:
+    a: str
+    b: str
+    duplicate: bool
+
+
+def test_auc_matches_pairwise_count() -> None:
+    s = np.array([0.1, 0.4, 0.35, 0.8])
+    y = np.array([0, 0, 1, 1])
+    assert auc(s, y) == pytest.approx(0.75)
+    assert auc(np.array([1.0, 1.0]), np.array([0, 1])) == pytest.approx(0.5)
+
+
+def test_pav_is_monotone_and_preserves_mean() -> None:
+    y = np.array([1, 0, 0, 1, 0, 1, 1, 1], dtype=float)
+    fit = pav(y)
+    assert np.all(np.diff(fit) >= -1e-12)
+    assert fit.mean() == pytest.approx(y.mean())
+
+
+def test_fit_logistic_recovers_direction() -> None:
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(2000, 2))
+    p = 1 / (1 + np.exp(-(2 * x[:, 0] - x[:, 1] + 0.5)))
+    y = (rng.random(2000) < p).astype(float)
+    w = fit_logistic(x, y)
+    assert w[0] > 1.2 and w[1] < -0.5 and w[2] > 0
+
+
+def _toy_run() -> CacheRun:
+    rows = [
+        Row("q1", "q1 again", True),
+        Row("q2", "q2 other", False),
+        Row("q3", "q3 same", True),
+        Row("q4", "q4", True),
+    ]
+    vecs = {
+        "q1": [1, 0, 0, 0],
+        "q1 again": [0.99, 0.141, 0, 0],
+        "q2": [0, 1, 0, 0],
+        "q2 other": [0, 0.95, 0.312, 0],
+        "q3": [0, 0, 1, 0],
+        "q3 same": [0, 0, 0.9, 0.436],
+        "q4": [0, 0, 0, 1],
+    }
+
+    def embed(texts: list[str]) -> np.ndarray:
+        m = np.array([vecs[t] for t in texts], dtype=np.float32)
+        out: np.ndarray = m / np.linalg.norm(m, axis=1, keepdims=True)
+        return out
+
+    return cache_run(rows, embed, None, k=2, floor=0.5)
+
+
+def test_cache_run_labels() -> None:
+    run = _toy_run()
+    assert run.kind[0, 0] == 1 and run.right[0, 0]  # own a, duplicate
+    assert run.kind[1, 0] == 1 and not run.right[1, 0]  # own a, not duplicate
+    assert run.kind[3, 0] == 2 and run.right[3, 0]  # identical text
+    sv = serve_cosine(run)
+    m = metrics_at(run, sv, 0.0)
+    assert m["labelled"] == 4 and m["right"] == 3 and m["hit_rate"] == pytest.approx(1.0)
+
+
+def test_table_is_monotone_and_conservative() -> None:
+    run = _toy_run()
+    run.logit[:, 0] = np.array([3.0, -1.0, 1.0, 5.0])
+    sv = serve(run, Decision("verifier"), 0.5)
+    cv = curve(run, sv)
+    cons = conservative_precision(cv, min_labelled=1)
+    ok = ~np.isnan(cons)
+    assert np.all(np.diff(cons[ok]) >= 0) and np.all(cons[ok] <= cv.precision[ok] + 1e-12)
+    table = build_table(run, sv, (0.75, 1.0), min_labelled=1)
+    assert table[1]["tau"] is not None and table[1]["tau"] > table[0]["tau"] - 1e-12
+    assert metrics_at(run, sv, table[1]["tau"])["precision"] == 1.0
+
+
+@pytest.mark.skipif(not (ART / "calibration.json").exists(), reason="no artifacts")
+def test_shipped_calibration_schema() -> None:
+    doc = json.loads((ART / "calibration.json").read_text())
+    assert doc["model_file"] == "verifier-int8.onnx" and doc["max_tokens"] == 64
+    assert doc["decision"] in ("verifier", "combined")
+    taus = [r["tau"] for r in doc["table"] if r["tau"] is not None]
+    assert taus == sorted(taus)
+    assert [r["precision"] for r in doc["table"]] == [round(0.80 + 0.01 * i, 2) for i in range(18)]

@@ -1,0 +1,190 @@
+"""Fine-tune the verifier cross-encoder on the prepared training pairs.
+
+Input ``[CLS] a [SEP] b [SEP]`` with token_type_ids (``tokenizer.encode(a, b)``), at most 64
+tokens, BCE loss, AdamW (lr 4e-5, wd 0.01), batch 32, linear warmup (5%) + linear decay, one
+epoch, length-bucketed dynamic padding. Checkpoints ``mid.pt`` (half way) and ``final.pt``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from tokenizers import Tokenizer
+
+from training.verifier.common import CACHE, MAX_TOKENS, RUNS, SEED, Progress, read_pairs
+from training.verifier.model import base_model_dir, build
+
+
+def make_tokenizer(path: Path | None = None) -> Tokenizer:
+    """The MiniLM WordPiece tokenizer with truncation at 64 and no padding (the shipped
+    tokenizer.json pads to 128 by default)."""
+    tok = Tokenizer.from_file(str(path or base_model_dir() / "tokenizer.json"))
+    tok.no_padding()
+    tok.enable_truncation(MAX_TOKENS)
+    return tok
+
+
+def encode(tok: Tokenizer, pairs: list[tuple[str, str]]) -> list[tuple[list[int], list[int]]]:
+    encs = tok.encode_batch(pairs)
+    return [(e.ids, e.type_ids) for e in encs]
+
+
+def collate(items: list[tuple[list[int], list[int]]]) -> tuple[torch.Tensor, ...]:
+    n = max(len(ids) for ids, _ in items)
+    ids = np.zeros((len(items), n), dtype=np.int64)
+    tt = np.zeros((len(items), n), dtype=np.int64)
+    am = np.zeros((len(items), n), dtype=np.int64)
+    for i, (x, t) in enumerate(items):
+        ids[i, : len(x)] = x
+        tt[i, : len(t)] = t
+        am[i, : len(x)] = 1
+    return torch.from_numpy(ids), torch.from_numpy(am), torch.from_numpy(tt)
+
+
+def bucketed_batches(
+    lengths: list[int], batch: int, rng: random.Random, mega: int = 50
+) -> list[list[int]]:
+    """Shuffle, sort by length within windows of ``mega`` batches, cut into batches, shuffle
+    the batch order: little padding, still random."""
+    idx = list(range(len(lengths)))
+    rng.shuffle(idx)
+    out: list[list[int]] = []
+    w = batch * mega
+    for s in range(0, len(idx), w):
+        window = sorted(idx[s : s + w], key=lambda i: lengths[i])
+        out.extend(window[j : j + batch] for j in range(0, len(window), batch))
+    rng.shuffle(out)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--train", type=Path, default=CACHE / "train.jsonl")
+    ap.add_argument("--out", type=Path, default=RUNS / "full")
+    ap.add_argument("--limit", type=int, default=0, help="use only the first N pairs (smoke)")
+    ap.add_argument("--lr", type=float, default=4e-5)
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--warmup", type=float, default=0.05)
+    ap.add_argument("--weight-decay", type=float, default=0.01)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument(
+        "--time-budget-min",
+        type=float,
+        default=0.0,
+        help="stop (and save final.pt, marked partial) after this many minutes",
+    )
+    ap.add_argument("--head", choices=("pooler", "cls"), default="pooler")
+    ap.add_argument("--seed", type=int, default=SEED)
+    args = ap.parse_args(argv)
+
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    rng = random.Random(args.seed)
+    args.out.mkdir(parents=True, exist_ok=True)
+
+    pairs = read_pairs(args.train)
+    if args.limit:
+        pairs = pairs[: args.limit]
+    tok = make_tokenizer()
+    t0 = time.monotonic()
+    enc = encode(tok, [(p.a, p.b) for p in pairs])
+    labels = [1.0 if p.duplicate else 0.0 for p in pairs]
+    lengths = [len(x) for x, _ in enc]
+    print(
+        f"[train] {len(pairs)} pairs tokenised in {time.monotonic() - t0:.1f}s, "
+        f"mean len {np.mean(lengths):.1f}, truncated {sum(n >= MAX_TOKENS for n in lengths)}",
+        flush=True,
+    )
+    batches = bucketed_batches(lengths, args.batch, rng)
+    steps = len(batches)
+    warm = max(1, int(steps * args.warmup))
+
+    model = build(pretrained=True, head=args.head)
+    model.train()
+    decay = [p for n, p in model.named_parameters() if p.ndim >= 2]
+    no_decay = [p for n, p in model.named_parameters() if p.ndim < 2]
+    opt = torch.optim.AdamW(
+        [
+            {"params": decay, "weight_decay": args.weight_decay},
+            {"params": no_decay, "weight_decay": 0.0},
+        ],
+        lr=args.lr,
+    )
+
+    def lr_at(step: int) -> float:
+        if step < warm:
+            return (step + 1) / warm
+        return max(0.0, (steps - step) / max(1, steps - warm))
+
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_at)
+    loss_fn = torch.nn.BCEWithLogitsLoss()
+    prog = Progress("train", steps, every=30.0)
+    run_loss, n_seen, partial = 0.0, 0, False
+    budget = args.time_budget_min * 60
+    start = time.monotonic()
+    meta = {
+        "steps": steps,
+        "pairs": len(pairs),
+        "lr": args.lr,
+        "batch": args.batch,
+        "warmup_steps": warm,
+        "weight_decay": args.weight_decay,
+        "seed": args.seed,
+        "max_tokens": MAX_TOKENS,
+        "head_input": args.head,
+        "head": "dropout 0.1 + linear on "
+        + ("BERT pooler output (tanh dense on [CLS])" if args.head == "pooler" else "[CLS]"),
+    }
+
+    def save(name: str, step: int) -> None:
+        torch.save({"model": model.state_dict(), "step": step, "meta": meta}, args.out / name)
+        print(f"[train] saved {args.out / name} at step {step}", flush=True)
+
+    for step, b in enumerate(batches):
+        ids, am, tt = collate([enc[i] for i in b])
+        y = torch.tensor([[labels[i]] for i in b])
+        logits = model(ids, am, tt)
+        loss = loss_fn(logits, y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        run_loss = 0.98 * run_loss + 0.02 * loss.item() if step else loss.item()
+        n_seen += len(b)
+        el = time.monotonic() - start
+        prog.update(
+            step + 1,
+            extra=f"loss {run_loss:.4f} lr {sched.get_last_lr()[0]:.2e} "
+            f"pairs/s {n_seen / max(el, 1e-9):.1f}",
+        )
+        if step + 1 == steps // 2:
+            save("mid.pt", step + 1)
+        if budget and el > budget and step + 1 < steps:
+            print(f"[train] time budget reached at step {step + 1}/{steps}", flush=True)
+            partial = True
+            break
+    meta.update(
+        {"partial": partial, "seconds": time.monotonic() - start, "final_loss_ema": run_loss}
+    )
+    save("final.pt", step + 1)
+    (args.out / "train_meta.json").write_text(json.dumps(meta, indent=2))
+    print(
+        f"[train] done in {(time.monotonic() - start) / 60:.1f} min "
+        f"({n_seen / (time.monotonic() - start):.1f} pairs/s)",
+        flush=True,
+    )
+    return 0 if not math.isnan(run_loss) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
