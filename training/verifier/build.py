@@ -1,8 +1,8 @@
 """Run the verifier pipeline in order: prep -> embed -> train -> export -> calibrate ->
 evaluate -> sums (``make verifier``).
 
-    /work/venv-train/bin/python -m training.verifier.build all
-    /work/venv-train/bin/python -m training.verifier.build export calibrate evaluate sums
+    make verifier                      # = .venv-train/bin/python -m training.verifier.build all
+    .venv-train/bin/python -m training.verifier.build export calibrate evaluate sums
 
 The embed step runs under the project's venv (``--embed-python``, the gateway's ONNX
 embedder); when that is unavailable it keeps the cached vectors in ``.cache/emb``.
@@ -42,7 +42,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("steps", nargs="+", choices=(*STEPS, "all"))
     ap.add_argument(
-        "--embed-python", default=os.environ.get("DEJA_EMBED_PYTHON", "/work/main/.venv/bin/python")
+        "--embed-python",
+        default=os.environ.get("DEJA_EMBED_PYTHON", str(REPO / ".venv" / "bin" / "python")),
     )
     ap.add_argument("--smoke", action="store_true", help="train on 300 pairs into runs/smoke")
     ap.add_argument(

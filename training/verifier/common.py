@@ -16,7 +16,8 @@ REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 CACHE = HERE / ".cache"
 RUNS = HERE / "runs"
-DATA = Path("/work/shared/data")
+#: The shared data folder beside the repository (``../shared/data``).
+DATA = REPO.parent / "shared" / "data"
 ARTIFACTS = REPO / "deja" / "models" / "verifier"
 MAX_TOKENS = 64
 

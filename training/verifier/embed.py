@@ -2,7 +2,7 @@
 the unit vectors as ``.npy`` (+ the texts as JSON) under ``.cache/emb/``.
 
 Run it with the PROJECT venv (it imports the gateway's embedder, no torch):
-``PYTHONPATH=. /work/main/.venv/bin/python -m training.verifier.embed --split val dev``.
+``.venv/bin/python -m training.verifier.embed --split val dev``.
 Later steps only read the cache (see :func:`load_embeddings`), so they keep working when the
 gateway's module paths move.
 """
@@ -20,7 +20,7 @@ import numpy as np
 from training.verifier.common import CACHE, DATA, Progress, read_pairs
 
 EMB = CACHE / "emb"
-EMBEDDER_MODULES = ("deja.embedder_onnx", "middleware.embedder_onnx")
+EMBEDDER_MODULES = ("deja.embedding.onnx.embedder",)
 
 
 def split_file(name: str) -> Path:

@@ -1,31 +1,27 @@
-"""Unit tests of the torch-free calibration module (synthetic data, no model files needed
-except the last test, which is skipped when the shipped artifacts are absent)."""
+"""The calibration math shared by ``deja calibrate`` and ``training/verifier``: AUC, isotonic
+smoothing, the logistic fit, cache-mode labels, and a monotone, conservative table (synthetic
+data), plus the schema of the shipped table."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-from training.verifier.calibration import (
+from deja.semantic.calibration import (
     CacheRun,
     Decision,
     auc,
-    build_table,
     cache_run,
-    conservative_precision,
-    curve,
     fit_logistic,
     metrics_at,
-    pav,
     serve,
     serve_cosine,
 )
-
-ART = Path(__file__).resolve().parents[2] / "deja" / "models" / "verifier"
+from deja.semantic.crossencoder import SHIPPED_DIR
+from deja.semantic.curves import build_table, conservative_precision, curve, pav
 
 
 @dataclass
@@ -106,9 +102,8 @@ def test_table_is_monotone_and_conservative() -> None:
     assert metrics_at(run, sv, table[1]["tau"])["precision"] == 1.0
 
 
-@pytest.mark.skipif(not (ART / "calibration.json").exists(), reason="no artifacts")
 def test_shipped_calibration_schema() -> None:
-    doc = json.loads((ART / "calibration.json").read_text())
+    doc = json.loads((SHIPPED_DIR / "calibration.json").read_text())
     assert doc["model_file"] == "verifier-int8.onnx" and doc["max_tokens"] == 64
     assert doc["decision"] in ("verifier", "combined")
     taus = [r["tau"] for r in doc["table"] if r["tau"] is not None]
