@@ -22,6 +22,8 @@ from typing import Any, Literal, Protocol
 import numpy as np
 import numpy.typing as npt
 
+from deja.semantic.verifier import same_words
+
 Array = npt.NDArray[Any]
 #: Scores (query, cached questions) → one logit per cached question.
 Scorer = Callable[[str, list[str]], Array]
@@ -116,6 +118,8 @@ class CacheRun:
     Arrays are [n_queries, k]; missing candidates have ``cand = -1``, ``cos = -inf``,
     ``logit = nan``. ``kind``: 0 unjudged, 1 the row's own ``a``, 2 identical to the query.
     ``right``: the candidate would be a correct hit (own ``a`` and duplicate, or identical).
+    ``same``: the candidate is the query up to case and punctuation, which the gateway serves
+    without the verifier (:func:`deja.semantic.verifier.same_words`).
     """
 
     index_texts: list[str]
@@ -129,6 +133,7 @@ class CacheRun:
     floor: float
     scored_pairs: int = 0
     meta: dict[str, Any] = field(default_factory=dict)
+    same: Array | None = None
 
     @property
     def n(self) -> int:
@@ -156,6 +161,7 @@ def cache_run(
     lg = np.full((n, k), np.nan, dtype=np.float64)
     kind = np.zeros((n, k), dtype=np.int8)
     right = np.zeros((n, k), dtype=bool)
+    same = np.zeros((n, k), dtype=bool)
     dup = np.array([r.duplicate for r in rows], dtype=bool)
     scored = 0
     step = 1024
@@ -170,6 +176,7 @@ def cache_run(
                 cand[i, slot] = c
                 cos[i, slot] = float(sims[j, c])
                 text = index_texts[c]
+                same[i, slot] = same_words(row.b, text)
                 if text == row.b:
                     kind[i, slot], right[i, slot] = IDENTICAL, True
                 elif c == pos[row.a]:
@@ -179,7 +186,7 @@ def cache_run(
                 scored += len(keep)
             if progress is not None:
                 progress(i + 1, n)
-    return CacheRun(index_texts, cand, cos, lg, kind, right, dup, k, floor, scored)
+    return CacheRun(index_texts, cand, cos, lg, kind, right, dup, k, floor, scored, same=same)
 
 
 @dataclass(frozen=True)
@@ -240,13 +247,21 @@ class Served:
 def serve(
     run: CacheRun, decision: Decision, floor: float, skip_above: float | None = None
 ) -> Served:
-    """The candidate with the highest decision score among those with cosine >= floor. With
-    ``skip_above``, a top-1 cosine >= it is served unverified (score +inf)."""
+    """What the gateway serves: the candidate with the highest decision score among those with
+    cosine >= floor — or, when one of them is the query up to case and punctuation, that one
+    with score 1.0, unverified. With ``skip_above``, a top-1 cosine >= it is served unverified
+    (score +inf)."""
     sc = decision.score(run.logit, run.cos)
-    sc = np.where((run.cos >= floor) & (run.cand >= 0) & np.isfinite(run.logit), sc, -np.inf)
+    usable = (run.cos >= floor) & (run.cand >= 0)
+    sc = np.where(usable & np.isfinite(run.logit), sc, -np.inf)
     slot = np.argmax(sc, axis=1)
     best = sc[np.arange(run.n), slot]
     slot = np.where(np.isfinite(best), slot, -1)
+    if run.same is not None:
+        same = run.same & usable
+        has = same.any(axis=1)
+        slot = np.where(has, np.argmax(same, axis=1), slot)
+        best = np.where(has, 1.0, best)
     if skip_above is not None:
         top = run.cos[:, 0] >= skip_above
         slot = np.where(top, 0, slot)

@@ -111,6 +111,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--min-labelled", type=int, default=50)
     ap.add_argument("--limit", type=int, default=0, help="first N rows only (smoke)")
+    ap.add_argument(
+        "--skip",
+        action="store_true",
+        help="build the table with the measured skip-verification cosine (the gateway verifies "
+        "everything unless DEJA_SEMANTIC_SKIP_VERIFICATION_ABOVE is set, so off by default)",
+    )
     args = ap.parse_args(argv)
     rows = read_pairs(args.val)
     if args.limit:
@@ -154,6 +160,9 @@ def main(argv: list[str] | None = None) -> int:
         if s["labelled"] > 0 and s["right"] == s["labelled"] and s["precision"] == 1.0:
             skip_above = float(s["cosine"])
             break
+    report["skip_measured"] = skip_above
+    if not args.skip:
+        skip_above = None
     if skip_above is not None:
         with_skip = build_table(run, serve(run, dec, floor, skip_above), TARGETS, args.min_labelled)
         base = curve_area(best["table"], COMPARE)
@@ -176,7 +185,8 @@ def main(argv: list[str] | None = None) -> int:
         f"{int(run.duplicate.sum())} duplicates, no question text shared with the "
         f"training rows), cache mode: {len(run.index_texts)} distinct a indexed, every b "
         f"queried, top-{args.k} by cosine >= {floor}, each (query, candidate) pair scored on "
-        "its own (batch 1); tau = smallest threshold whose monotone labelled precision "
+        "its own (batch 1), the same question up to case and punctuation served unverified "
+        "as the gateway does; tau = smallest threshold whose monotone labelled precision "
         "(lowest raw precision at any threshold >= tau with >= "
         f"{args.min_labelled} labelled hits) >= target"
     )
