@@ -38,7 +38,7 @@ async def sims() -> AsyncIterator[SimCluster]:
         await cluster.stop()
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def make_gateway() -> Any:
     """The one gateway factory: ``async with make_gateway(**settings) as (url, app)`` runs a
     real gateway (uvicorn on a free loopback port, its own data dir)."""

@@ -34,7 +34,7 @@ from tests.deploy.helpers import (
     load_dashboard,
     require_binary,
 )
-from tests.support import SIM_MODEL, free_port, gateway
+from tests.support import SIM_MODEL, free_port
 
 pytestmark = pytest.mark.integration
 
@@ -109,9 +109,9 @@ async def query(client: httpx.AsyncClient, base: str, promql: str) -> dict[str, 
 
 
 async def test_prometheus_scrapes_deja_and_evaluates_rules_and_dashboard(
-    sims: SimCluster, tmp_path: Path
+    sims: SimCluster, tmp_path: Path, make_gateway: Any
 ) -> None:
-    async with gateway(replicas=sims.urls) as (url, _app):
+    async with make_gateway(replicas=sims.urls) as (url, _app):
         target = url.removeprefix("http://")
         replicas = [u.removeprefix("http://") for u in sims.urls]
         config = write_config(tmp_path, target, replicas)
@@ -188,10 +188,10 @@ async def test_prometheus_scrapes_deja_and_evaluates_rules_and_dashboard(
                 assert response.json()["status"] == "success", (title, expr, response.text)
 
 
-async def test_gateway_exports_every_contract_metric(sims: SimCluster) -> None:
+async def test_gateway_exports_every_contract_metric(sims: SimCluster, make_gateway: Any) -> None:
     """The dashboards and rules are written against DEJA_METRICS: the gateway's /metrics
     must declare each of those families with the agreed type."""
-    async with gateway(replicas=sims.urls) as (url, _app), httpx.AsyncClient() as client:
+    async with make_gateway(replicas=sims.urls) as (url, _app), httpx.AsyncClient() as client:
         response = await client.get(f"{url}/metrics")
         assert response.status_code == 200
         assert response.headers["content-type"].startswith("text/plain")
@@ -221,7 +221,9 @@ async def _run_python(code: str, port: str) -> int:
     return await asyncio.wait_for(proc.wait(), 10)
 
 
-async def test_container_healthchecks_pass_against_a_running_gateway(sims: SimCluster) -> None:
+async def test_container_healthchecks_pass_against_a_running_gateway(
+    sims: SimCluster, make_gateway: Any
+) -> None:
     """Run the Dockerfile's and compose's HEALTHCHECK code itself against a live gateway (and
     see the image's fail against a port where nothing listens)."""
     dockerfile = read(ROOT / "Dockerfile")
@@ -230,7 +232,7 @@ async def test_container_healthchecks_pass_against_a_running_gateway(sims: SimCl
     image_check = _healthcheck_code(json.loads(match.group(1)))
     compose_check = _healthcheck_code(load_compose()["services"]["deja"]["healthcheck"]["test"])
     assert "127.0.0.1:8080/healthz" in compose_check
-    async with gateway(replicas=sims.urls) as (url, _app):
+    async with make_gateway(replicas=sims.urls) as (url, _app):
         port = url.rsplit(":", 1)[1]
         assert await _run_python(image_check, port) == 0
         assert await _run_python(compose_check.replace(":8080/", f":{port}/"), port) == 0

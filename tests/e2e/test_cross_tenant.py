@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from deja.sim.config import SimConfig
 from deja.sim.runner import start_simulators
 from deja.tenancy.keyring import key_hash
-from tests.support import SIM_MODEL, gateway
+from tests.support import SIM_MODEL
 
 pytestmark = pytest.mark.e2e
 
@@ -40,7 +40,7 @@ QUESTIONS = [
 
 
 @contextlib.contextmanager
-def threaded_gateway(tmp: Path) -> Iterator[str]:
+def threaded_gateway(tmp: Path, make_gateway: Any) -> Iterator[str]:
     """Simulated replicas and a gateway on their own event loop in a background thread, so a
     synchronous hypothesis test can drive them."""
     keys = tmp / "keys.yaml"
@@ -56,7 +56,7 @@ def threaded_gateway(tmp: Path) -> Iterator[str]:
         stop = asyncio.Event()
         ready["stop"] = stop
         try:
-            async with gateway(
+            async with make_gateway(
                 replicas=sims.urls, keys_file=keys, semantic_enabled=True, semantic_threshold=0.75
             ) as (url, app):
                 ready["url"], ready["app"] = url, app
@@ -79,8 +79,8 @@ def threaded_gateway(tmp: Path) -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def gw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with threaded_gateway(tmp_path_factory.mktemp("xt")) as url:
+def gw(tmp_path_factory: pytest.TempPathFactory, make_gateway: Any) -> Iterator[str]:
+    with threaded_gateway(tmp_path_factory.mktemp("xt"), make_gateway) as url:
         yield url
 
 

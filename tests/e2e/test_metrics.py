@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from deja.sim.runner import SimCluster
-from tests.support import SIM_MODEL, gateway
+from tests.support import SIM_MODEL
 
 pytestmark = pytest.mark.e2e
 
@@ -32,10 +33,12 @@ def value(
     )
 
 
-async def test_metrics_after_exact_semantic_miss_and_bypass(sims: SimCluster) -> None:
+async def test_metrics_after_exact_semantic_miss_and_bypass(
+    sims: SimCluster, make_gateway: Any
+) -> None:
     tag = uuid.uuid4().hex[:6]
     async with (
-        gateway(
+        make_gateway(
             replicas=sims.urls,
             semantic_enabled=True,
             semantic_threshold=0.8,

@@ -13,7 +13,7 @@ import pytest
 
 from deja.sim.engine import answer_digest, render_chat
 from deja.sim.runner import SimCluster
-from tests.support import SIM_MODEL, gateway
+from tests.support import SIM_MODEL
 
 pytestmark = pytest.mark.e2e
 
@@ -32,11 +32,11 @@ class SettlingClient(openai.AsyncOpenAI):
 
 @pytest.fixture(scope="module", params=["memory", "redis"])
 async def gw_app(
-    request: pytest.FixtureRequest, sims: SimCluster
+    request: pytest.FixtureRequest, sims: SimCluster, make_gateway: Any
 ) -> AsyncIterator[tuple[str, Any]]:
     """The gateway with each exact-cache backend: in-process LRU, and a real Redis."""
     extra = {"redis_url": request.getfixturevalue("redis_url")} if request.param == "redis" else {}
-    async with gateway(replicas=sims.urls, **extra) as running:
+    async with make_gateway(replicas=sims.urls, **extra) as running:
         yield running
 
 

@@ -16,7 +16,7 @@ from deja.errors import VectorStoreError
 from deja.sim.config import SimConfig
 from deja.sim.engine import answer_digest, render_chat
 from deja.sim.runner import SimCluster, start_simulators
-from tests.support import SIM_MODEL, gateway
+from tests.support import SIM_MODEL
 
 pytestmark = pytest.mark.e2e
 
@@ -57,11 +57,13 @@ class Env:
 
 
 @pytest.fixture(scope="module", params=["edge", "qdrant-local"])
-async def env(request: pytest.FixtureRequest, replicas: list[str]) -> AsyncIterator[Env]:
+async def env(
+    request: pytest.FixtureRequest, replicas: list[str], make_gateway: Any
+) -> AsyncIterator[Env]:
     extra = {"qdrant_url": ":memory:"} if request.param == "qdrant-local" else {}
     # The shipped verifier and calibration decide; no shadow re-asks (they would add upstream
     # calls that some tests count).
-    async with gateway(
+    async with make_gateway(
         replicas=replicas, semantic_enabled=True, semantic_shadow_rate=0.0, **extra
     ) as (url, app):
         yield Env(url, app)

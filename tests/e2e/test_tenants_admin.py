@@ -17,7 +17,7 @@ import yaml
 
 from deja.sim.runner import SimCluster
 from deja.tenancy.keyring import key_hash
-from tests.support import SIM_MODEL, gateway
+from tests.support import SIM_MODEL
 
 pytestmark = pytest.mark.e2e
 
@@ -66,9 +66,11 @@ class Env:
 
 
 @pytest.fixture(scope="module")
-async def env(sims: SimCluster, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Env]:
+async def env(
+    sims: SimCluster, tmp_path_factory: pytest.TempPathFactory, make_gateway: Any
+) -> AsyncIterator[Env]:
     keys = write_keys(tmp_path_factory.mktemp("keys") / "keys.yaml")
-    async with gateway(
+    async with make_gateway(
         replicas=sims.urls,
         keys_file=keys,
         admin_key="admin-secret",
@@ -217,7 +219,7 @@ async def test_threshold_tuning_changes_semantic_hits(env: Env) -> None:
 
 
 async def test_theta_change_reaches_a_second_process_through_redis(
-    sims: SimCluster, redis_url: str, tmp_path: Path
+    sims: SimCluster, redis_url: str, tmp_path: Path, make_gateway: Any
 ) -> None:
     common: dict[str, Any] = {
         "replicas": sims.urls,
@@ -225,8 +227,8 @@ async def test_theta_change_reaches_a_second_process_through_redis(
         "admin_key": "admin-secret",
     }
     async with (
-        gateway(**common) as (url_a, _),
-        gateway(**common) as (url_b, app_b),
+        make_gateway(**common) as (url_a, _),
+        make_gateway(**common) as (url_b, app_b),
         httpx.AsyncClient(timeout=10, headers=ADMIN) as http,
     ):
         value = round(0.9 + (time.time() % 1) / 20, 4)  # a value no earlier run left behind

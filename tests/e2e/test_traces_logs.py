@@ -5,26 +5,27 @@ from __future__ import annotations
 import io
 import json
 import uuid
+from typing import Any
 
 import httpx
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from deja.sim.runner import SimCluster
-from tests.support import SIM_MODEL, gateway
+from tests.support import SIM_MODEL
 
 pytestmark = pytest.mark.e2e
 
 KEY = "dj-should-never-be-logged"
 
 
-async def test_trace_shape_and_access_log(sims: SimCluster) -> None:
+async def test_trace_shape_and_access_log(sims: SimCluster, make_gateway: Any) -> None:
     exporter = InMemorySpanExporter()
     sink = io.BytesIO()
     question = f"How do I configure the agent? {uuid.uuid4().hex[:6]}"
     body = {"model": SIM_MODEL, "messages": [{"role": "user", "content": question}]}
     async with (
-        gateway(
+        make_gateway(
             replicas=sims.urls, semantic_enabled=True, span_exporter=exporter, access_sink=sink
         ) as (url, app),
         httpx.AsyncClient(base_url=url, headers={"authorization": f"Bearer {KEY}"}) as http,

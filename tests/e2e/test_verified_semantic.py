@@ -15,7 +15,7 @@ import pytest
 
 from deja.sim.config import SimConfig
 from deja.sim.runner import SimCluster, start_simulators
-from tests.support import SIM_MODEL, gateway
+from tests.support import SIM_MODEL
 
 pytestmark = pytest.mark.e2e
 
@@ -53,8 +53,8 @@ class Env:
 
 
 @pytest.fixture
-async def env(sims: SimCluster) -> AsyncIterator[Env]:
-    async with gateway(
+async def env(sims: SimCluster, make_gateway: Any) -> AsyncIterator[Env]:
+    async with make_gateway(
         replicas=sims.urls, semantic_enabled=True, admin_key=ADMIN, semantic_shadow_rate=0.0
     ) as (url, app):
         yield Env(url, app)
@@ -135,9 +135,11 @@ async def test_precision_target_is_live_and_shown_by_the_admin_api(env: Env) -> 
     assert report["precision"]["global"] == 0.999
 
 
-async def test_judge_sync_decides_the_grey_zone_against_the_simulator(sims: SimCluster) -> None:
+async def test_judge_sync_decides_the_grey_zone_against_the_simulator(
+    sims: SimCluster, make_gateway: Any
+) -> None:
     """The simulator answers judge prompts by word overlap (Jaccard ≥ 0.6): mechanics only."""
-    async with gateway(
+    async with make_gateway(
         replicas=sims.urls,
         semantic_enabled=True,
         admin_key=ADMIN,
@@ -154,10 +156,10 @@ async def test_judge_sync_decides_the_grey_zone_against_the_simulator(sims: SimC
         assert report["judge"]["calls"] == 1 and report["judge"]["tokens"] > 0
 
 
-async def test_shadow_checks_do_not_delay_the_served_hit() -> None:
+async def test_shadow_checks_do_not_delay_the_served_hit(make_gateway: Any) -> None:
     slow = await start_simulators(1, SimConfig(speed=1.0, decode_ms_per_token=40))
     try:
-        async with gateway(
+        async with make_gateway(
             replicas=slow.urls, semantic_enabled=True, admin_key=ADMIN, semantic_shadow_rate=1.0
         ) as (url, app):
             env = Env(url, app)

@@ -15,7 +15,7 @@ import pytest
 
 from deja.sim.config import SimConfig
 from deja.sim.runner import SimCluster, start_simulators
-from tests.support import SIM_MODEL, RedisServer, free_port, gateway
+from tests.support import SIM_MODEL, RedisServer, free_port
 
 pytestmark = pytest.mark.integration
 
@@ -39,8 +39,8 @@ async def set_faults(cluster: SimCluster, **faults: Any) -> None:
         (await http.put(cluster.urls[0] + "/sim/faults", json=faults)).raise_for_status()
 
 
-async def test_replica_500_becomes_openai_shaped_502(faulty: SimCluster) -> None:
-    async with gateway(replicas=faulty.urls) as (url, _):
+async def test_replica_500_becomes_openai_shaped_502(faulty: SimCluster, make_gateway: Any) -> None:
+    async with make_gateway(replicas=faulty.urls) as (url, _):
         await set_faults(faulty, error_rate=1.0, error_status=500)
         client = openai.AsyncOpenAI(base_url=url + "/v1", api_key="k", max_retries=0)
         with pytest.raises(openai.InternalServerError) as info:
@@ -53,16 +53,16 @@ async def test_replica_500_becomes_openai_shaped_502(faulty: SimCluster) -> None
         assert streamed.value.status_code == 502
 
 
-async def test_replica_4xx_passes_through(faulty: SimCluster) -> None:
-    async with gateway(replicas=faulty.urls) as (url, _):
+async def test_replica_4xx_passes_through(faulty: SimCluster, make_gateway: Any) -> None:
+    async with make_gateway(replicas=faulty.urls) as (url, _):
         await set_faults(faulty, error_rate=1.0, error_status=429)
         client = openai.AsyncOpenAI(base_url=url + "/v1", api_key="k", max_retries=0)
         with pytest.raises(openai.RateLimitError):
             await client.chat.completions.create(**body())
 
 
-async def test_stalled_replica_gives_504(faulty: SimCluster) -> None:
-    async with gateway(replicas=faulty.urls, upstream_timeout_seconds=0.3) as (url, _):
+async def test_stalled_replica_gives_504(faulty: SimCluster, make_gateway: Any) -> None:
+    async with make_gateway(replicas=faulty.urls, upstream_timeout_seconds=0.3) as (url, _):
         await set_faults(faulty, stall_ms=3000)
         client = openai.AsyncOpenAI(base_url=url + "/v1", api_key="k", max_retries=0)
         started = time.monotonic()
@@ -72,9 +72,9 @@ async def test_stalled_replica_gives_504(faulty: SimCluster) -> None:
         assert time.monotonic() - started < 2.5
 
 
-async def test_no_reachable_replica_gives_503() -> None:
+async def test_no_reachable_replica_gives_503(make_gateway: Any) -> None:
     dead = f"http://127.0.0.1:{free_port()}"
-    async with gateway(replicas=[dead]) as (url, _):
+    async with make_gateway(replicas=[dead]) as (url, _):
         client = openai.AsyncOpenAI(base_url=url + "/v1", api_key="k", max_retries=0)
         with pytest.raises(openai.InternalServerError) as info:
             await client.chat.completions.create(**body())
@@ -83,20 +83,22 @@ async def test_no_reachable_replica_gives_503() -> None:
             assert (await http.get(url + "/readyz")).status_code == 503
 
 
-async def test_dead_replica_is_skipped_for_a_live_one(sims: SimCluster) -> None:
+async def test_dead_replica_is_skipped_for_a_live_one(sims: SimCluster, make_gateway: Any) -> None:
     dead = f"http://127.0.0.1:{free_port()}"
-    async with gateway(replicas=[dead, sims.urls[0]]) as (url, _):
+    async with make_gateway(replicas=[dead, sims.urls[0]]) as (url, _):
         client = openai.AsyncOpenAI(base_url=url + "/v1", api_key="k", max_retries=0)
         for _ in range(4):
             raw = await client.chat.completions.with_raw_response.create(**body())
             assert raw.headers["x-deja-replica"] == sims.urls[0].split("//")[1]
 
 
-async def test_redis_stopped_mid_run_serves_then_resumes_caching(sims: SimCluster) -> None:
+async def test_redis_stopped_mid_run_serves_then_resumes_caching(
+    sims: SimCluster, make_gateway: Any
+) -> None:
     redis = RedisServer()
     redis.start()
     try:
-        async with gateway(
+        async with make_gateway(
             replicas=sims.urls,
             redis_url=redis.url,
             redis_timeout_seconds=0.2,
@@ -156,8 +158,10 @@ async def slow() -> AsyncIterator[SimCluster]:
         await cluster.stop()
 
 
-async def test_stream_relays_first_bytes_before_the_replica_finishes(slow: SimCluster) -> None:
-    async with gateway(replicas=slow.urls) as (url, _), httpx.AsyncClient() as http:
+async def test_stream_relays_first_bytes_before_the_replica_finishes(
+    slow: SimCluster, make_gateway: Any
+) -> None:
+    async with make_gateway(replicas=slow.urls) as (url, _), httpx.AsyncClient() as http:
         started = time.monotonic()
         async with http.stream("POST", url + "/v1/chat/completions", json=body(True)) as resp:
             iterator = resp.aiter_raw()
@@ -171,8 +175,10 @@ async def test_stream_relays_first_bytes_before_the_replica_finishes(slow: SimCl
         assert first_at < total / 3
 
 
-async def test_client_disconnect_mid_stream_stores_nothing_and_cancels(slow: SimCluster) -> None:
-    async with gateway(replicas=slow.urls) as (url, app), httpx.AsyncClient() as http:
+async def test_client_disconnect_mid_stream_stores_nothing_and_cancels(
+    slow: SimCluster, make_gateway: Any
+) -> None:
+    async with make_gateway(replicas=slow.urls) as (url, app), httpx.AsyncClient() as http:
         request = body(True)
         async with http.stream("POST", url + "/v1/chat/completions", json=request) as resp:
             await anext(resp.aiter_raw())
@@ -184,8 +190,10 @@ async def test_client_disconnect_mid_stream_stores_nothing_and_cancels(slow: Sim
         assert again.headers["x-deja-cache"] == "miss"
 
 
-async def test_client_disconnect_before_json_answer_cancels_upstream(slow: SimCluster) -> None:
-    async with gateway(replicas=slow.urls) as (url, app):
+async def test_client_disconnect_before_json_answer_cancels_upstream(
+    slow: SimCluster, make_gateway: Any
+) -> None:
+    async with make_gateway(replicas=slow.urls) as (url, app):
         request = body(False)
         async with httpx.AsyncClient(timeout=0.2) as http:
             with pytest.raises(httpx.ReadTimeout):

@@ -17,7 +17,7 @@ import pytest
 
 from deja.sim.config import SimConfig
 from deja.sim.runner import SimCluster, start_simulators
-from tests.support import SIM_MODEL, free_port, gateway
+from tests.support import SIM_MODEL, free_port
 
 pytestmark = pytest.mark.integration
 
@@ -57,8 +57,9 @@ async def post(http: httpx.AsyncClient, url: str, body: dict[str, Any]) -> httpx
 
 async def test_same_system_prompt_always_lands_on_the_same_replica(
     four: list[SimCluster],
+    make_gateway: Any,
 ) -> None:
-    async with gateway(replicas=urls(four)) as (gw, _), httpx.AsyncClient(timeout=10) as http:
+    async with make_gateway(replicas=urls(four)) as (gw, _), httpx.AsyncClient(timeout=10) as http:
         placements: dict[str, set[str]] = collections.defaultdict(set)
         for round_ in range(4):
             for i in range(12):
@@ -80,11 +81,11 @@ async def test_same_system_prompt_always_lands_on_the_same_replica(
         assert forced.headers["x-prefix-hash"] == "tenant-a-shared-doc"
 
 
-async def test_a_hot_prompt_spills_over_once_its_replica_is_full() -> None:
+async def test_a_hot_prompt_spills_over_once_its_replica_is_full(make_gateway: Any) -> None:
     sims = await clusters(4, SimConfig(speed=1.0, base_ttft_ms=0, decode_ms_per_token=15))
     try:
         async with (
-            gateway(replicas=urls(sims), routing_epsilon=0.25) as (gw, app),
+            make_gateway(replicas=urls(sims), routing_epsilon=0.25) as (gw, app),
             httpx.AsyncClient(timeout=20) as http,
         ):
             hot = chat("You are the hot assistant.")
@@ -133,14 +134,16 @@ def spawn_sim(*args: str) -> tuple[subprocess.Popen[bytes], str]:
     raise RuntimeError("simulator process did not start")
 
 
-async def test_a_replica_killed_mid_run_costs_no_requests_and_moves_only_its_keys() -> None:
+async def test_a_replica_killed_mid_run_costs_no_requests_and_moves_only_its_keys(
+    make_gateway: Any,
+) -> None:
     spawned = [
         spawn_sim("--speed", "1", "--base-ttft-ms", "0", "--decode-ms-per-token", "3")
         for _ in range(3)
     ]
     try:
         async with (
-            gateway(replicas=[url for _, url in spawned]) as (gw, _),
+            make_gateway(replicas=[url for _, url in spawned]) as (gw, _),
             httpx.AsyncClient(timeout=20) as http,
         ):
             systems = [f"You are helper {i}." for i in range(24)]
@@ -184,12 +187,12 @@ async def set_faults(sim: SimCluster, **faults: Any) -> None:
 
 @pytest.mark.parametrize("status", [503, 429])
 async def test_a_failing_replica_is_skipped_and_recovers_after_the_cooldown(
-    four: list[SimCluster], status: int
+    four: list[SimCluster], status: int, make_gateway: Any
 ) -> None:
     sick = four[0]
     sick_name = sick.urls[0].split("//")[1]
     async with (
-        gateway(replicas=urls(four), replica_cooldown_seconds=0.5, admin_key="adm") as (gw, _),
+        make_gateway(replicas=urls(four), replica_cooldown_seconds=0.5, admin_key="adm") as (gw, _),
         httpx.AsyncClient(timeout=10) as http,
     ):
         homed = []
@@ -218,9 +221,9 @@ async def test_a_failing_replica_is_skipped_and_recovers_after_the_cooldown(
         )
 
 
-async def test_admin_replicas_report_and_reload(four: list[SimCluster]) -> None:
+async def test_admin_replicas_report_and_reload(four: list[SimCluster], make_gateway: Any) -> None:
     async with (
-        gateway(replicas=urls(four)[:2], admin_key="adm") as (gw, _),
+        make_gateway(replicas=urls(four)[:2], admin_key="adm") as (gw, _),
         httpx.AsyncClient(timeout=10) as http,
     ):
         assert (await http.get(gw + "/admin/replicas")).status_code == 401

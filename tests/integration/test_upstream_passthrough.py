@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import Any
 
 import httpx
 import orjson
@@ -12,7 +13,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from tests.support import gateway, serve
+from tests.support import serve
 
 pytestmark = pytest.mark.integration
 
@@ -68,11 +69,12 @@ async def replica() -> AsyncIterator[tuple[str, Capture]]:
 
 async def test_unknown_fields_reach_the_replica_byte_for_byte(
     replica: tuple[str, Capture],
+    make_gateway: Any,
 ) -> None:
     url, capture = replica
     raw = b'{"model":"m","messages":[{"role":"user","content":"hi"}],"top_k":7,"x_v":{"a":1}}'
     async with (
-        gateway(replicas=[url], replica_api_key="replica-secret") as (gw, _),
+        make_gateway(replicas=[url], replica_api_key="replica-secret") as (gw, _),
         httpx.AsyncClient() as http,
     ):
         resp = await http.post(
@@ -86,13 +88,15 @@ async def test_unknown_fields_reach_the_replica_byte_for_byte(
     assert capture.prefix == [None]  # no system prompt, no tools: no prefix key
 
 
-async def test_the_prefix_key_travels_to_the_replica(replica: tuple[str, Capture]) -> None:
+async def test_the_prefix_key_travels_to_the_replica(
+    replica: tuple[str, Capture], make_gateway: Any
+) -> None:
     url, capture = replica
     body = {
         "model": "m",
         "messages": [{"role": "system", "content": "S"}, {"role": "user", "content": "q"}],
     }
-    async with gateway(replicas=[url]) as (gw, _), httpx.AsyncClient() as http:
+    async with make_gateway(replicas=[url]) as (gw, _), httpx.AsyncClient() as http:
         resp = await http.post(gw + "/v1/chat/completions", json=body)
         await http.post(
             gw + "/v1/chat/completions",
@@ -104,10 +108,11 @@ async def test_the_prefix_key_travels_to_the_replica(replica: tuple[str, Capture
 
 async def test_stream_asks_upstream_for_usage_only_when_it_may_store(
     replica: tuple[str, Capture],
+    make_gateway: Any,
 ) -> None:
     url, capture = replica
     req = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
-    async with gateway(replicas=[url]) as (gw, _), httpx.AsyncClient() as http:
+    async with make_gateway(replicas=[url]) as (gw, _), httpx.AsyncClient() as http:
         await http.post(gw + "/v1/chat/completions", json=req)
         await http.post(
             gw + "/v1/chat/completions", json=req, headers={"cache-control": "no-store"}

@@ -10,6 +10,7 @@ import asyncio
 import importlib.util
 import shutil
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import openai
@@ -18,7 +19,7 @@ from deja.embedding.onnx.embedder import load_onnx_embedder
 from deja.embedding.st import load_st_embedder
 from deja.sim.config import SimConfig
 from deja.sim.runner import start_simulators
-from tests.support import MODEL_DIR, SIM_MODEL, gateway
+from tests.support import MODEL_DIR, SIM_MODEL
 
 TEXTS = [
     "How do I reset my password?",
@@ -53,10 +54,12 @@ async def test_real_model_matches_the_onnx_embedder(tmp_path: Path) -> None:
         await onnx.close()
 
 
-async def test_gateway_serves_a_semantic_hit_on_the_real_st_embedder(tmp_path: Path) -> None:
+async def test_gateway_serves_a_semantic_hit_on_the_real_st_embedder(
+    tmp_path: Path, make_gateway: Any
+) -> None:
     sims = await start_simulators(1, SimConfig(speed=0))
     try:
-        async with gateway(
+        async with make_gateway(
             replicas=sims.urls,
             semantic_enabled=True,
             semantic_shadow_rate=0.0,
