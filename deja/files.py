@@ -1,11 +1,22 @@
-"""Writing files so that a crash leaves either the old or the new content, never a mix."""
+"""File helpers: content hashes (model files are checked by sha256), and writes that a crash
+leaves with either the old or the new content, never a mix."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import tempfile
 from contextlib import suppress
 from pathlib import Path
+
+
+def file_sha256(path: Path) -> str:
+    """Hex sha256 of a file's bytes."""
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def write_atomic(path: Path, data: bytes, *, mode: int | None = None) -> None:

@@ -15,7 +15,6 @@ candidates are scored in one call to that thread, pair by pair (the input is ``[
 from __future__ import annotations
 
 import asyncio
-import hashlib
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -27,6 +26,7 @@ import onnxruntime as ort  # type: ignore[import-untyped]
 from tokenizers import Tokenizer
 
 from deja.errors import VerifierError, describe
+from deja.files import file_sha256
 
 #: Where the shipped verifier lives (package data).
 SHIPPED_DIR = Path(__file__).resolve().parents[1] / "models" / "verifier"
@@ -34,14 +34,6 @@ MODEL_FILE = "verifier-int8.onnx"
 TOKENIZER_FILE = "tokenizer.json"
 SUMS_FILE = "SHA256SUMS"
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def check_sums(folder: Path) -> dict[str, str]:

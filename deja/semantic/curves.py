@@ -7,7 +7,6 @@ the target: monotone by construction, so a row's τ keeps its promise at every s
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -16,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from deja.files import file_sha256
 from deja.semantic.calibration import (
     Array,
     CacheRun,
@@ -156,14 +156,6 @@ def skip_candidates(run: CacheRun, thresholds: Sequence[float]) -> list[dict[str
     or above it (what serving them unverified would add)."""
     sv = serve_cosine(run)
     return [dict(metrics_at(run, sv, t), cosine=t) for t in thresholds]
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def write_calibration(

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import gzip
-import hashlib
 import json
 import sys
 from collections.abc import Sequence
@@ -30,6 +29,8 @@ from pathlib import Path
 
 import numpy as np
 from numpy.typing import NDArray
+
+from deja.files import file_sha256
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -149,10 +150,6 @@ def load_pair_questions(path: Path) -> list[str]:
                 obj = json.loads(line)
                 texts.update(t.strip() for t in (obj.get("a"), obj.get("b")) if isinstance(t, str))
     return sorted(t for t in texts if 8 <= len(t) <= 300)
-
-
-def file_sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 # --- embeddings ---------------------------------------------------------------------------------

@@ -1,15 +1,15 @@
-"""Shared helpers of the verifier pipeline: paths, seeded RNG, JSONL I/O with validation,
-progress lines with ETA. Standard library + numpy only (usable from every venv)."""
+"""Shared helpers of the verifier pipeline: paths, pair files (read with the gateway's own
+validating reader, re-exported here), progress lines with ETA."""
 
 from __future__ import annotations
 
-import gzip
 import json
 import sys
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
+
+from deja.semantic.calibration import Pair as Pair
+from deja.semantic.calibration import read_pairs as read_pairs
 
 SEED = 1234
 REPO = Path(__file__).resolve().parents[2]
@@ -20,51 +20,6 @@ RUNS = HERE / "runs"
 DATA = REPO.parent / "shared" / "data"
 ARTIFACTS = REPO / "deja" / "models" / "verifier"
 MAX_TOKENS = 64
-
-
-@dataclass(frozen=True)
-class Pair:
-    a: str
-    b: str
-    duplicate: bool
-
-
-class DataError(ValueError):
-    """A malformed input row (the message names the file and line)."""
-
-
-def _open(path: Path) -> Iterator[str]:
-    if path.suffix == ".gz":
-        with gzip.open(path, "rt", encoding="utf-8") as fh:
-            yield from fh
-    else:
-        with path.open(encoding="utf-8") as fh:
-            yield from fh
-
-
-def read_pairs(path: Path) -> list[Pair]:
-    """Read ``{"a", "b", "duplicate"}`` rows; raise :class:`DataError` with the line number
-    on a row that is not an object, lacks a field or has a wrong type."""
-    out: list[Pair] = []
-    for lineno, line in enumerate(_open(path), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DataError(f"{path}:{lineno}: invalid JSON ({exc.msg})") from exc
-        if not isinstance(row, dict):
-            raise DataError(f"{path}:{lineno}: expected a JSON object")
-        for key, typ in (("a", str), ("b", str), ("duplicate", bool)):
-            if key not in row:
-                raise DataError(f"{path}:{lineno}: missing field {key!r}")
-            if not isinstance(row[key], typ):
-                raise DataError(
-                    f"{path}:{lineno}: field {key!r} must be {typ.__name__}, "
-                    f"got {type(row[key]).__name__}"
-                )
-        out.append(Pair(row["a"], row["b"], row["duplicate"]))
-    return out
 
 
 def write_pairs(path: Path, pairs: list[Pair]) -> None:

@@ -21,10 +21,10 @@ from deja.embedding.onnx.encoder import (
     DIM,
     Encoder,
     Vector,
-    file_sha256,
     make_session,
 )
 from deja.errors import EmbedderError
+from deja.files import file_sha256
 
 log = logging.getLogger("deja.embedder")
 

@@ -3,7 +3,6 @@ and the encoder (tokenise, run, mean-pool, normalise). No derivation, no async."
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import logging
 from pathlib import Path
@@ -76,15 +75,6 @@ def load_tokenizer(path: Path | None = None) -> Tokenizer:
     tokenizer.no_padding()
     tokenizer.enable_truncation(max_length=MAX_TOKENS)
     return tokenizer
-
-
-def file_sha256(path: Path) -> str:
-    """Hex sha256 of a file's bytes."""
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 # --- inference -----------------------------------------------------------------------------
