@@ -271,12 +271,7 @@ class Upstream:
     async def _refused(self, replica: Replica, response: aiohttp.ClientResponse) -> UpstreamError:
         """A 429 or 5xx: read the body, mark the replica, and return the error to fail over
         from (``Retry-After`` keeps the replica out, capped)."""
-        try:
-            data = await self._read(replica, response)
-        except UpstreamError:
-            data = b""
-        finally:
-            replica.in_flight -= 1
+        data = await self._drain(replica, response)
         status = response.status
         self.pool.record_failure(
             replica,
@@ -286,6 +281,16 @@ class Upstream:
         )
         log.warning("replica %s answered %d, failing over", replica.name, status)
         return _error_from_reply(status, data, response.headers, replica)
+
+    async def _drain(self, replica: Replica, response: aiohttp.ClientResponse) -> bytes:
+        """The body of an answer that is not passed on (empty if it cannot be read), and the
+        end of this request's in-flight count."""
+        try:
+            return await self._read(replica, response)
+        except UpstreamError:
+            return b""
+        finally:
+            replica.in_flight -= 1
 
     async def _read(self, replica: Replica, response: aiohttp.ClientResponse) -> bytes:
         try:
@@ -313,11 +318,6 @@ class Upstream:
         """Send a streamed request and return once the replica's 200 headers have arrived."""
         replica, reason, response = await self._send(path, body, model, prefix_key)
         if response.status != 200:
-            try:
-                data = await self._read(replica, response)
-            except UpstreamError:
-                data = b""
-            finally:
-                replica.in_flight -= 1
+            data = await self._drain(replica, response)
             raise _error_from_reply(response.status, data, response.headers, replica)
         return UpstreamStream(replica, reason, response)

@@ -42,10 +42,11 @@ class TemporalDetector:
     def __init__(self, extra_patterns: Iterable[str] = (), cache_size: int = 4096) -> None:
         volatile = [*VOLATILE_PATTERNS, *extra_patterns]
         # Every pattern is scanned on its own: a match swallowed by a timeless span must not hide
-        # another pattern's match, and timeless spans may overlap each other. That costs about
-        # 0.25 ms a question, so one combined regex first answers "could any pattern match at
-        # all?" (if none of the alternatives matches anywhere, no pattern does): most questions
-        # stop there.
+        # another pattern's match, and timeless spans may overlap each other. One combined regex
+        # first answers "could any pattern match at all?" (if no alternative matches, no pattern
+        # does), and most questions stop there. Python's re gains little from the alternation:
+        # on 2,000 qqp_dev questions, 201 µs a question with it, 245 µs without (11 µs for the
+        # rules before the new families); verdicts are cached, so a repeated question pays none.
         anonymous = (p.replace("(?P<w>", "(?:") for p in volatile)
         self._any = re.compile("|".join(f"(?:{p})" for p in anonymous), FLAGS)
         self._volatile = tuple(re.compile(p, FLAGS) for p in volatile)

@@ -83,6 +83,17 @@ def pairwise(rows: list[Any], split: str, model: Path, threads: int) -> dict[str
     }
 
 
+def run_summary(run: CacheRun) -> dict[str, Any]:
+    """What every report says about the cache-mode run it rests on."""
+    return {
+        "rows": run.n,
+        "duplicates": int(run.duplicate.sum()),
+        "index_size": len(run.index_texts),
+        "scored_pairs": run.scored_pairs,
+        "seconds": run.meta["seconds"],
+    }
+
+
 def cosine_curve(run: CacheRun) -> list[dict[str, float]]:
     sv = serve_cosine(run)
     return [metrics_at(run, sv, round(t, 3)) for t in (*(np.arange(85, 100) / 100), 0.995)]
@@ -122,13 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.limit:
         rows = rows[: args.limit]
     run = run_cache(rows, "val", args.model, args.k, min(args.floors), args.threads)
-    report: dict[str, Any] = {
-        "rows": len(rows),
-        "duplicates": int(run.duplicate.sum()),
-        "index_size": len(run.index_texts),
-        "scored_pairs": run.scored_pairs,
-        "seconds": run.meta["seconds"],
-    }
+    report: dict[str, Any] = run_summary(run)
     options: list[dict[str, Any]] = []
     for floor in args.floors:
         for dec in (Decision("verifier"), fit_combined(run, floor)):

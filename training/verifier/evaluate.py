@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from training.verifier.calibrate import cosine_curve, pairwise, run_cache, tau_curve
+from training.verifier.calibrate import cosine_curve, pairwise, run_cache, run_summary, tau_curve
 from training.verifier.calibration import (
     Decision,
     load_calibration,
@@ -41,11 +41,7 @@ def main(argv: list[str] | None = None) -> int:
         m = metrics_at(run, sv, tau) if tau is not None else {"tau": None}
         per_target.append({"target": t, "val_hit_rate": r["hit_rate"], **m})
     report: dict[str, Any] = {
-        "rows": len(rows),
-        "duplicates": int(run.duplicate.sum()),
-        "index_size": len(run.index_texts),
-        "scored_pairs": run.scored_pairs,
-        "seconds": run.meta["seconds"],
+        **run_summary(run),
         "per_target": per_target,
         "verifier_curve": tau_curve(
             run, dec, float(doc["cosine_floor"]), doc["skip_verification_above"]
