@@ -118,20 +118,24 @@ class SemanticStep:
         self, req: GatewayRequest, lookup: Lookup, query: SemanticQuery
     ) -> tuple[Lookup, list[Scored]]:
         """Embed, search, drop what is below θ, verify the rest: candidates best first."""
-        vector, points = await self.cache.search(
-            query, max_age=req.policy.max_age, limit=self.settings.top_k
-        )
+        vector = await self.cache.embed(query)
         classifier = self.checks.classifier
         if classifier is not None and classifier.volatile(vector):
             self.metrics.count(self.metrics.bypasses, "temporal")
             return Lookup(Outcome.BYPASS, None, bypass="temporal"), []
+        lookup = dataclasses.replace(lookup, vector=vector)
+        if not req.policy.read:  # embedded for the classifier and the store: nothing to find
+            return lookup, []
+        points = await self.cache.search(
+            query, vector, max_age=req.policy.max_age, limit=self.settings.top_k
+        )
         best = points[0].score if points else None
         if best is not None:
             self.metrics.similarity.observe(best)
-        lookup = dataclasses.replace(lookup, vector=vector, similarity=best)
+        lookup = dataclasses.replace(lookup, similarity=best)
         theta = self.thresholds.resolve(req.tenant, req.model, req.tenant_threshold)
         floor = max(theta, req.policy.min_similarity or 0.0)
-        kept = [p for p in points if p.score >= floor] if req.policy.read else []
+        kept = [p for p in points if p.score >= floor]
         verifier, table = self.checks.verifier, self.checks.table
         if not kept or verifier is None or table is None:
             return lookup, [Scored(p, None) for p in kept]

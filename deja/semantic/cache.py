@@ -34,22 +34,25 @@ class SemanticCache:
         self.on_embedded = on_embedded
         self.tracing = tracing or Tracing()
 
-    async def search(
-        self, query: SemanticQuery, *, max_age: float | None, limit: int = 1
-    ) -> tuple[list[float], list[ScoredPoint]]:
-        """Embed and return the ``limit`` nearest unexpired neighbours in scope (any score),
-        best first."""
+    async def embed(self, query: SemanticQuery) -> list[float]:
+        """The question's unit vector (timed, and a span of its own)."""
         started = time.perf_counter()
         with self.tracing.span("deja.embed"):
             vector = await self.embedder.embed(query.text)
         if self.on_embedded is not None:
             self.on_embedded(time.perf_counter() - started)
+        return vector
+
+    async def search(
+        self, query: SemanticQuery, vector: list[float], *, max_age: float | None, limit: int = 1
+    ) -> list[ScoredPoint]:
+        """The ``limit`` nearest unexpired neighbours of ``vector`` in the query's scope (any
+        score), best first."""
         now = time.time()
         created_after = now - max_age if max_age is not None else None
-        found = await self.store.search(
+        return await self.store.search(
             vector, query.scope, now=now, limit=limit, created_after=created_after
         )
-        return vector, found
 
     async def add(
         self,

@@ -66,9 +66,12 @@ class FakeCache:
         self.store = FakeStore()
         self.limit = 0
 
-    async def search(self, query: Any, *, max_age: Any, limit: int) -> Any:
+    async def embed(self, query: Any) -> list[float]:
+        return [0.1] * 4
+
+    async def search(self, query: Any, vector: Any, *, max_age: Any, limit: int) -> Any:
         self.limit = limit
-        return [0.1] * 4, self.points[:limit]
+        return self.points[:limit]
 
 
 class FakeExact:
