@@ -90,6 +90,9 @@ PAIRS = (
     ),
     ("How do I change the font size in Word?", "How can I change the font size in Microsoft Word?"),
 )
+#: Suffixes that make close but different questions of the chosen one: primed in phase 3 so the
+#: paraphrase's scope holds several candidates above θ and the verifier scores ``k`` of them.
+DENSE_SUFFIXES = (" on my phone", " without losing data", " for my work account", " in 2015")
 UNVERIFIED_THETA = "0.80"
 TARGET_P50_MS = 12.0
 C1_WARMUP = 20
@@ -349,6 +352,34 @@ def bench_c1(
     return result
 
 
+def bench_dense(args: argparse.Namespace, gateway: Proc, pair: dict[str, Any]) -> dict[str, Any]:
+    """Phase 3: the verified hit again at c=1, after close but different questions were cached
+    beside the chosen one (the worst case: every lookup verifies ``k`` candidates)."""
+    chosen = pair["chosen"]
+    banner(f"3. verified hit with {len(DENSE_SUFFIXES)} close neighbours cached (c=1)")
+    with httpx.Client(timeout=10.0) as client:
+        for suffix in DENSE_SUFFIXES:
+            prime(client, gateway, chosen["question"].rstrip("?") + suffix + "?")
+    target = {
+        "name": "verified semantic, dense scope",
+        "url": gateway.url + CHAT,
+        "text": chosen["paraphrase"],
+        "entry": chosen["verified"]["entry"],
+        "expect": "200 semantic",
+    }
+    spec = {"targets": [target], "requests": args.requests, "warmup": C1_WARMUP}
+    out = run_json_command(
+        client_cmd("c1", spec), cpu=LOADGEN_CPU, timeout=120 + args.requests * 0.5
+    )
+    runs, got = out["runs"][target["name"]], out["outcomes"][target["name"]]
+    return {
+        **stats(runs),
+        "outcomes": got,
+        "expected": target["expect"],
+        "all_expected": got.get(target["expect"], 0) == len(runs) and len(runs) > 0,
+    }
+
+
 def bench_c16(
     args: argparse.Namespace, gateways: dict[str, Proc], pair: dict[str, Any]
 ) -> dict[str, Any]:
@@ -477,6 +508,12 @@ def summary(results: dict[str, Any], args: argparse.Namespace) -> str:
             else "NOT the first pair: the verified gateway did not serve the earlier ones)"
         )
     )
+    dense = results["dense"]
+    lines.append(
+        f"verified hit with {len(DENSE_SUFFIXES)} close neighbours cached (the verifier scores "
+        f"k candidates): p50 {dense['p50_ms']:.2f} ms, p99 {dense['p99_ms']:.2f} ms; got "
+        + ", ".join(f"{k}: {v}" for k, v in sorted(dense["outcomes"].items()))
+    )
     client_cpu = max(r_["client_cpu_pct"] for r_ in c16.values())
     limited = "the client may have limited the rate" if client_cpu > 80 else "not the limit"
     lines.append(
@@ -546,6 +583,7 @@ def main() -> int:
             results["pair"] = choose_pair(gateways)
             results["c1"] = bench_c1(args, gateways, results["pair"])
             results["c16"] = bench_c16(args, gateways, results["pair"])
+            results["dense"] = bench_dense(args, gateways["verified"], results["pair"])
         finally:
             for gateway in gateways.values():
                 stop_process(gateway)
@@ -579,11 +617,12 @@ def main() -> int:
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(results, indent=2, allow_nan=True) + "\n")
     print(f"results written to {args.output} (wall time {results['meta']['wall_s']} s)")
-    unexpected = [n for n, r in {**c1, **c16}.items() if not r["all_expected"]]
+    checked = {**c1, **c16, "verified semantic, dense scope": results["dense"]}
+    unexpected = [n for n, r in checked.items() if not r["all_expected"]]
     if unexpected:
         print(
             "\nBENCHMARK FAILED: not every answer was the expected kind: "
-            + "; ".join(f"{n}: {({**c1, **c16})[n]['outcomes']}" for n in unexpected),
+            + "; ".join(f"{n}: {checked[n]['outcomes']}" for n in unexpected),
             file=sys.stderr,
         )
         return 1
