@@ -9,15 +9,19 @@ Lower-layer exceptions (aiohttp, redis, orjson, onnxruntime, qdrant) are re-rais
     │   └── BodyTooLargeError        the body is over ``max_body_bytes``
     ├── ModelNotFoundError           no replica serves the requested model
     ├── NotFoundError                an admin resource (entry) does not exist
+    │   └── CorpusNotFoundError      this tenant has no such corpus (nor sees another's)
     ├── AuthenticationError          no client key, or an unknown one
     ├── PermissionDeniedError        a valid key that may not do this (a client key on /admin)
     ├── RateLimitError               the key is over its budget; ``retry_after`` seconds
+    ├── OverloadedError              every replica is at its in-flight limit; ``retry_after``
     ├── ClientGoneError              the client disconnected; nothing is sent
     ├── CacheUnavailableError        the exact store failed: served with ``X-Deja-Cache: off``
     ├── ThresholdStoreError          the shared θ store (Redis or the data dir) failed
     ├── VectorStoreError             the vector store failed: the semantic layer is skipped
     ├── EmbedderError                the embedder failed: the semantic layer is skipped
     ├── VerifierError                the verifier failed: the candidate is not served
+    ├── RetrievalError               the corpus store failed or timed out (RAG step)
+    ├── DocumentError                a file could not be ingested (unreadable, empty, too big)
     ├── DataDirInUseError            another process holds the data directory
     └── UpstreamError                talking to a replica failed
         ├── NoHealthyReplicaError    no usable replica
@@ -44,16 +48,20 @@ __all__ = [
     "CacheUnavailableError",
     "ClientGoneError",
     "ConfigError",
+    "CorpusNotFoundError",
     "DataDirInUseError",
     "DejaError",
+    "DocumentError",
     "EmbedderError",
     "InvalidRequestError",
     "ModelNotFoundError",
     "NoHealthyReplicaError",
     "NotFoundError",
+    "OverloadedError",
     "PermissionDeniedError",
     "RateLimitError",
     "ReplicaConnectError",
+    "RetrievalError",
     "ThresholdStoreError",
     "UpstreamClientError",
     "UpstreamError",
@@ -97,6 +105,11 @@ class NotFoundError(DejaError):
     """An admin resource (a cache entry, a path) does not exist."""
 
 
+class CorpusNotFoundError(NotFoundError):
+    """The tenant has no corpus of that name. Another tenant's corpus is reported the same way,
+    so its existence does not leak."""
+
+
 class AuthenticationError(DejaError):
     """No key, or a key that maps to no tenant."""
 
@@ -107,6 +120,15 @@ class PermissionDeniedError(DejaError):
 
 class RateLimitError(DejaError):
     """The key is over its requests-per-minute budget."""
+
+    def __init__(self, message: str, *, retry_after: int) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class OverloadedError(DejaError):
+    """Every replica that serves the model is at its in-flight limit and the request's wait
+    ran out; ``retry_after`` seconds is a hint for the client."""
 
     def __init__(self, message: str, *, retry_after: int) -> None:
         super().__init__(message)
@@ -136,6 +158,16 @@ class EmbedderError(DejaError):
 
 class VerifierError(DejaError):
     """The verifier failed or its model is unusable; no unverified candidate is served."""
+
+
+class RetrievalError(DejaError):
+    """The corpus store failed or timed out; the tenant's ``rag_on_failure`` decides whether
+    the question is answered without context or refused."""
+
+
+class DocumentError(DejaError):
+    """A file could not be ingested: unreadable, empty, encrypted, over the size limit, or of
+    a type deja cannot parse. Reported per file; the other files are ingested."""
 
 
 class DataDirInUseError(DejaError):

@@ -17,13 +17,16 @@ from deja.errors import (
     AuthenticationError,
     BodyTooLargeError,
     ClientGoneError,
+    CorpusNotFoundError,
     DejaError,
     InvalidRequestError,
     ModelNotFoundError,
     NoHealthyReplicaError,
     NotFoundError,
+    OverloadedError,
     PermissionDeniedError,
     RateLimitError,
+    RetrievalError,
     UpstreamClientError,
     UpstreamError,
     UpstreamServerError,
@@ -50,10 +53,13 @@ _TABLE: tuple[tuple[type[DejaError], HttpError], ...] = (
     (BodyTooLargeError, HttpError(413, _INVALID, "request_too_large")),
     (InvalidRequestError, HttpError(400, _INVALID)),
     (ModelNotFoundError, HttpError(404, _INVALID, "model_not_found")),
+    (CorpusNotFoundError, HttpError(404, _INVALID, "corpus_not_found")),
     (NotFoundError, HttpError(404, _INVALID, "not_found")),
     (AuthenticationError, HttpError(401, _INVALID, "invalid_api_key")),
     (PermissionDeniedError, HttpError(403, _INVALID, "permission_denied")),
     (RateLimitError, HttpError(429, "requests", "rate_limit_exceeded")),
+    (OverloadedError, HttpError(429, "requests", "overloaded")),
+    (RetrievalError, HttpError(503, "service_unavailable", "retrieval_unavailable")),
     (ClientGoneError, HttpError(499, "client_closed_request")),
     (NoHealthyReplicaError, HttpError(503, "service_unavailable", "no_healthy_replica")),
     (UpstreamTimeoutError, HttpError(504, "timeout", "upstream_timeout")),
@@ -101,7 +107,7 @@ def error_body(exc: DejaError) -> dict[str, Any]:
 
 
 def error_headers(exc: DejaError) -> dict[str, str]:
-    if isinstance(exc, RateLimitError):
+    if isinstance(exc, RateLimitError | OverloadedError):
         return {"retry-after": str(exc.retry_after)}
     if isinstance(exc, AuthenticationError):
         return {"www-authenticate": "Bearer"}

@@ -1,0 +1,101 @@
+"""Corpora: the documents a tenant's RAG requests retrieve from (step 5 of the request path).
+
+This module is the contract between ingestion (``deja corpus …``, the admin API) and the
+request path: what a chunk is, what retrieval returns, what a provenance record names, and
+what a change to a document tells the cache so it can drop the answers built from it.
+
+A document belongs to one corpus of one tenant. Its ``version`` starts at 1 and grows by one
+each time its content (by hash) changes; re-ingesting identical content changes nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """One retrievable piece of a document."""
+
+    tenant: str
+    corpus: str
+    document: str
+    version: int
+    #: Position in the document, from 0: with ``document`` it fixes the context order.
+    index: int
+    text: str
+    #: The heading path the chunk sits under ("Guide > Install"), "" when none.
+    title: str = ""
+    metadata: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class RetrievedChunk:
+    chunk: Chunk
+    #: Cosine similarity to the question; used to pick the top k, never to order the context.
+    score: float
+
+
+@dataclass(frozen=True, slots=True)
+class SourceRef:
+    """A (document, version) an answer was built from: its provenance."""
+
+    corpus: str
+    document: str
+    version: int
+
+    def key(self) -> str:
+        """``corpus/document`` — what invalidation matches on, whatever the version."""
+        return f"{self.corpus}/{self.document}"
+
+    def label(self) -> str:
+        """``document@version``, as sent in ``X-Deja-Sources``."""
+        return f"{self.document}@{self.version}"
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentChange:
+    """A document whose content changed (``new_version`` set) or that was removed
+    (``new_version`` None). Answers built from ``old_version`` are now stale."""
+
+    tenant: str
+    corpus: str
+    document: str
+    old_version: int | None
+    new_version: int | None
+
+    def key(self) -> str:
+        return f"{self.corpus}/{self.document}"
+
+
+class Retriever(Protocol):
+    """What the request path needs from the corpora. Implementations raise
+    ``deja.errors.RetrievalError`` when the store cannot answer."""
+
+    def has_corpus(self, tenant: str, corpus: str) -> bool:
+        """True when ``tenant`` owns a corpus of that name (in memory: called per request)."""
+
+    async def retrieve(
+        self,
+        tenant: str,
+        corpus: str,
+        vector: list[float],
+        *,
+        limit: int,
+        where: dict[str, str] | None = None,
+    ) -> list[RetrievedChunk]:
+        """The ``limit`` chunks nearest ``vector`` in the tenant's corpus (optionally only those
+        whose metadata equals ``where``), best first, at most one version per document."""
+
+
+def context_order(chunks: list[RetrievedChunk]) -> list[RetrievedChunk]:
+    """The order chunks appear in a prompt: document id, then chunk index — never the score,
+    so every question that retrieves the same chunks builds the same prompt prefix."""
+    return sorted(chunks, key=lambda r: (r.chunk.document, r.chunk.index))
+
+
+def sources_of(chunks: list[RetrievedChunk]) -> list[SourceRef]:
+    """The distinct (document, version) pairs of ``chunks``, sorted."""
+    refs = {SourceRef(r.chunk.corpus, r.chunk.document, r.chunk.version) for r in chunks}
+    return sorted(refs, key=lambda s: (s.corpus, s.document, s.version))
