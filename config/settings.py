@@ -255,6 +255,30 @@ class Settings(BaseSettings):
         description="Extra volatile regexes (JSON list in the environment, a list in YAML).",
     )
 
+    # --- RAG: asking with retrieval (issue 11) ---------------------------------------------------
+    rag_top_k: int = Field(4, ge=1, le=64, description="Chunks retrieved per RAG request.")
+    rag_system_prompt: str = Field(
+        "Answer the question using only the context below. If the context does not contain "
+        "the answer, say that you do not know. Cite the documents you used by their ids.",
+        description="The static system prompt every RAG request starts with (before the "
+        "context block), so the replicas' prefix cache sees one prefix per document set.",
+    )
+    rag_default_corpus: str | None = Field(
+        None,
+        description="Corpus of requests that name none (after X-Deja-Corpus, the tenant's "
+        "`corpus` and rag_model_corpus).",
+    )
+    rag_model_corpus: dict[str, str] = Field(
+        default_factory=dict,
+        description='Per-model default corpus, e.g. {"my-model": "handbook"} (JSON in '
+        "the environment).",
+    )
+    rag_on_failure: Literal["answer", "error"] = Field(
+        "error",
+        description="When retrieval fails: answer without context (marked X-Deja-Retrieval: "
+        "failed, never cached) or refuse with a 503. A tenant's keys-file entry overrides it.",
+    )
+
     # --- observability -------------------------------------------------------------------------
     access_log: bool = Field(
         True,

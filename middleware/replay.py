@@ -18,6 +18,9 @@ import orjson
 
 from deja.cache.entry import CachedAnswer
 
+#: The extra response field that lists a RAG answer's sources (the SDK keeps unknown fields:
+#: ``completion.model_extra["deja_sources"]``).
+SOURCES_FIELD = "deja_sources"
 #: Roughly how many characters one replayed ``delta.content`` chunk carries.
 REPLAY_CHUNK_CHARS = 48
 
@@ -67,6 +70,8 @@ def replay_json(answer: CachedAnswer, *, model: str) -> bytes:
         body["usage"] = answer.usage
     if answer.system_fingerprint is not None:
         body["system_fingerprint"] = answer.system_fingerprint
+    if answer.sources is not None:
+        body[SOURCES_FIELD] = answer.sources
     return orjson.dumps(body)
 
 

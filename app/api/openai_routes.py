@@ -105,6 +105,11 @@ async def _generate(request: Request, endpoint: Endpoint) -> Response:
         cache=tenant.cache is not False,
         tenant_threshold=tenant.threshold,
         request_id=request_id(headers.get("x-request-id")),
+        corpus=headers.get("x-deja-corpus") or tenant.corpus,
+        model_corpus=settings.rag_model_corpus,
+        default_corpus=settings.rag_default_corpus,
+        context_id=headers.get("x-deja-context-id"),
+        rag_on_failure=tenant.rag_on_failure or settings.rag_on_failure,
     )
     await ensure_model(gateway, req.model)
     return await gateway.pipeline.handle(req, _disconnect_waiter(request.receive))

@@ -98,6 +98,7 @@ class Metrics:
         self._define_latencies(self.registry)
         self._define_counts(self.registry)
         self._define_quality(self.registry)
+        self._define_rag(self.registry)
         self._pool: ReplicaPool | None = None
         self.registry.register(_ReplicaCollector(lambda: self._pool))
         self._children: dict[tuple[Any, ...], Any] = {}
@@ -222,6 +223,20 @@ class Metrics:
         )
         self.admin_actions = Counter(
             "deja_admin_actions", "Admin API actions", ["action"], registry=r
+        )
+
+    def _define_rag(self, r: CollectorRegistry) -> None:
+        self.retrievals = Counter(
+            "deja_retrievals",
+            "RAG retrievals by outcome (ok, failed_answered, failed_refused)",
+            ["outcome"],
+            registry=r,
+        )
+        self.retrieval_seconds = Histogram(
+            "deja_retrieval_seconds",
+            "Time to retrieve a RAG request's chunks (embedding included when needed)",
+            buckets=LATENCY_BUCKETS,
+            registry=r,
         )
 
     def watch_pool(self, pool: ReplicaPool) -> None:

@@ -25,7 +25,7 @@ import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 
@@ -47,6 +47,10 @@ class Tenant:
     ttl_seconds: int | None = None
     threshold: float | None = None
     rate_limit_rpm: int | None = None
+    #: The corpus this tenant's requests retrieve from when they name none.
+    corpus: str | None = None
+    #: When retrieval fails: "answer" without context or "error" (None: the gateway's setting).
+    rag_on_failure: Literal["answer", "error"] | None = None
 
 
 @dataclass(slots=True)
@@ -185,8 +189,18 @@ def load_keys(path: Path | None) -> KeyRing:
                 rate_limit_rpm=(
                     None if spec.get("rate_limit_rpm") is None else int(spec["rate_limit_rpm"])
                 ),
+                corpus=None if spec.get("corpus") is None else str(spec["corpus"]),
+                rag_on_failure=_rag_on_failure(spec.get("rag_on_failure")),
             )
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"tenant {name!r} in {path}: {exc}") from exc
         tenants[str(name)] = (tenant, hashes)
     return KeyRing(tenants)
+
+
+def _rag_on_failure(value: Any) -> Literal["answer", "error"] | None:
+    if value is None:
+        return None
+    if value == "answer" or value == "error":
+        return value  # type: ignore[no-any-return]
+    raise ValueError(f"rag_on_failure must be 'answer' or 'error', got {value!r}")

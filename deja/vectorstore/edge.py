@@ -37,6 +37,7 @@ from deja.vectorstore.base import (
     FLOAT_PAYLOAD_FIELDS,
     SCOPE_FIELDS,
     SCOPE_KEY_FIELD,
+    SOURCES_FIELD,
     Scope,
     ScoredPoint,
     VectorPoint,
@@ -54,6 +55,7 @@ def _index_schemas() -> dict[str, qe.PayloadSchemaType | qe.KeywordIndexParams]:
     }
     # The tenant is the coarsest partition of the data: let the optimizer co-locate by it.
     schemas["tenant"] = qe.KeywordIndexParams(is_tenant=True)
+    schemas[SOURCES_FIELD] = qe.PayloadSchemaType.Keyword
     for name in FLOAT_PAYLOAD_FIELDS:
         schemas[name] = qe.PayloadSchemaType.Float
     return schemas
@@ -252,6 +254,38 @@ class EdgeVectorStore:
             return removed
 
         return await self._run("delete_expired", sweep)
+
+    async def delete_sourced(self, tenant: str, sources: list[str]) -> list[str]:
+        """Remove the tenant's points built from any of ``sources``; returns their entry ids
+        (found and deleted back to back on the store's single writer thread)."""
+        if not sources:
+            return []
+        flt = qe.Filter(
+            must=[
+                qe.FieldCondition(key="tenant", match=qe.MatchValue(tenant)),
+                qe.FieldCondition(key=SOURCES_FIELD, match=qe.MatchAny(sources)),
+            ]
+        )
+
+        def remove(shard: qe.EdgeShard) -> list[str]:
+            found: list[str] = []
+            offset: qe.PointId | None = None
+            while True:
+                page, offset = shard.scroll(
+                    qe.ScrollRequest(offset=offset, limit=1000, filter=flt, with_payload=True)
+                )
+                found += [
+                    str(p.payload["entry_id"])
+                    for p in page
+                    if p.payload is not None and "entry_id" in p.payload
+                ]
+                if offset is None:
+                    break
+            if found:
+                shard.update(qe.UpdateOperation.delete_points_by_filter(flt))
+            return found
+
+        return await self._run("delete_sourced", remove)
 
     async def count(self) -> int:
         """How many points the shard holds (expired ones not yet swept included)."""

@@ -25,6 +25,7 @@ from deja.vectorstore.base import (
     FLOAT_PAYLOAD_FIELDS,
     SCOPE_FIELDS,
     SCOPE_KEY_FIELD,
+    SOURCES_FIELD,
     Scope,
     ScoredPoint,
     VectorPoint,
@@ -44,6 +45,7 @@ def _index_schemas() -> dict[str, models.PayloadSchemaType | models.KeywordIndex
     schemas["tenant"] = models.KeywordIndexParams(
         type=models.KeywordIndexType.KEYWORD, is_tenant=True
     )
+    schemas[SOURCES_FIELD] = models.PayloadSchemaType.KEYWORD
     for name in FLOAT_PAYLOAD_FIELDS:
         schemas[name] = models.PayloadSchemaType.FLOAT
     return schemas
@@ -250,6 +252,38 @@ class QdrantServerVectorStore:
                 self.collection, points_selector=models.FilterSelector(filter=flt), wait=True
             )
         return counted.count
+
+    async def delete_sourced(self, tenant: str, sources: list[str]) -> list[str]:
+        """Remove the tenant's points built from any of ``sources``; returns their entry ids."""
+        if not sources:
+            return []
+        return await self._call(
+            "delete_sourced", self._delete_sourced(tenant, sources), self.maintenance_timeout
+        )
+
+    async def _delete_sourced(self, tenant: str, sources: list[str]) -> list[str]:
+        flt = models.Filter(
+            must=[
+                models.FieldCondition(key="tenant", match=models.MatchValue(value=tenant)),
+                models.FieldCondition(key=SOURCES_FIELD, match=models.MatchAny(any=sources)),
+            ]
+        )
+        found: list[str] = []
+        offset: models.ExtendedPointId | None = None
+        while True:
+            page, offset = await self._client.scroll(
+                self.collection, scroll_filter=flt, limit=1000, offset=offset, with_payload=True
+            )
+            found += [
+                str(p.payload["entry_id"]) for p in page if p.payload and "entry_id" in p.payload
+            ]
+            if offset is None:
+                break
+        if found:
+            await self._client.delete(
+                self.collection, points_selector=models.FilterSelector(filter=flt), wait=True
+            )
+        return found
 
     async def count(self) -> int:
         """How many points the collection holds (expired ones not yet swept included)."""

@@ -1,0 +1,55 @@
+"""The RAG prompt template: what a retrieving request sends to the replica.
+
+One system message, built in a fixed order so the replicas' prefix cache sees the same prefix
+for every question that retrieves the same chunks:
+
+1. the static system prompt (``rag_system_prompt``), then the application's own system or
+   developer instructions, in order;
+2. the context block: the chunks in :func:`deja.corpus.base.context_order` (document id, chunk
+   index — never the score, which differs from question to question);
+3. then the rest of the conversation, unchanged.
+
+Only one system message is sent because many chat templates accept only one, first. The prefix
+key (``deja.routing.prefix``, static mode) hashes the leading system message, so it covers the
+system prompt and the context block.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from deja.corpus.base import RetrievedChunk, context_order
+from deja.semantic.scope import message_text
+
+_INSTRUCTION_ROLES = frozenset({"system", "developer"})
+
+
+def context_block(chunks: list[RetrievedChunk]) -> str:
+    """The chunks as one block of text, each headed by ``[document#index]`` and its heading
+    path, in context order."""
+    parts = []
+    for retrieved in context_order(chunks):
+        chunk = retrieved.chunk
+        head = f"[{chunk.document}#{chunk.index}]"
+        if chunk.title:
+            head += f" {chunk.title}"
+        parts.append(f"{head}\n{chunk.text.strip()}")
+    return "\n\n".join(parts)
+
+
+def with_context(
+    body: dict[str, Any], chunks: list[RetrievedChunk], system_prompt: str
+) -> dict[str, Any]:
+    """A copy of the chat ``body`` whose messages are the RAG prompt: one system message
+    (static prompt, the application's instructions, the context block), then the
+    conversation without its leading instructions."""
+    messages: list[dict[str, Any]] = body["messages"]
+    lead = 0
+    while lead < len(messages) and messages[lead].get("role") in _INSTRUCTION_ROLES:
+        lead += 1
+    sections = [system_prompt.strip()] if system_prompt.strip() else []
+    sections += [text for m in messages[:lead] if (text := message_text(m).strip())]
+    block = context_block(chunks)
+    sections.append(f"Context:\n{block}" if block else "Context: (no matching documents)")
+    system = {"role": "system", "content": "\n\n".join(sections)}
+    return {**body, "messages": [system, *messages[lead:]]}
