@@ -50,8 +50,8 @@ async def stale_answers(
     if exact is not None:
         for entry in await exact.scan():
             answer = entry.answer
-            keys = by_tenant.get(answer.tenant)
-            if keys and source_keys(answer) & keys:
+            changed = by_tenant.get(answer.tenant)
+            if changed and source_keys(answer) & changed:
                 ids.add(answer.entry_id)
         if remove:
             for entry_id in sorted(ids):
