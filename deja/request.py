@@ -31,6 +31,8 @@ class Outcome(StrEnum):
 
     EXACT = "exact"
     SEMANTIC = "semantic"
+    #: Answered by another identical request's upstream call that was already running.
+    COALESCED = "coalesced"
     MISS = "miss"
     BYPASS = "bypass"
     OFF = "off"

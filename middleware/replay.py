@@ -46,7 +46,7 @@ _ID_PREFIX = secrets.token_hex(6)
 _ID_COUNTER = itertools.count(1)
 
 
-def _fresh_id(endpoint: str) -> str:
+def fresh_id(endpoint: str) -> str:
     """Unique per process start and request, without a syscall per request."""
     prefix = "chatcmpl" if endpoint == "chat" else "cmpl"
     return f"{prefix}-deja{_ID_PREFIX}{next(_ID_COUNTER):08x}"
@@ -55,7 +55,7 @@ def _fresh_id(endpoint: str) -> str:
 def replay_json(answer: CachedAnswer, *, model: str) -> bytes:
     """The answer as a non-streamed OpenAI response body."""
     body: dict[str, Any] = {
-        "id": _fresh_id(answer.endpoint),
+        "id": fresh_id(answer.endpoint),
         "object": "chat.completion" if answer.endpoint == "chat" else "text_completion",
         "created": int(time.time()),
         "model": model,
@@ -100,7 +100,7 @@ def _chat_deltas(message: dict[str, Any]) -> list[dict[str, Any]]:
 def replay_sse(answer: CachedAnswer, *, model: str, include_usage: bool) -> bytes:
     """The answer as a complete SSE stream of chunk objects ending in ``data: [DONE]``."""
     base: dict[str, Any] = {
-        "id": _fresh_id(answer.endpoint),
+        "id": fresh_id(answer.endpoint),
         "object": "chat.completion.chunk" if answer.endpoint == "chat" else "text_completion",
         "created": int(time.time()),
         "model": model,
