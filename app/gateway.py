@@ -39,7 +39,8 @@ from deja.replicas.pool import ReplicaPool
 from deja.replicas.upstream import Upstream
 from deja.routing.prefix import PrefixConfig
 from deja.semantic.cache import SEMANTIC_ERRORS, SemanticCache
-from deja.tenancy.keyring import KeyRing, RateLimiter
+from deja.tenancy.keyring import KeyRing
+from deja.tenancy.ratelimit import MemoryRateLimiter, RateLimiter, RedisRateLimiter
 from deja.tenancy.thresholds import (
     FileThresholdStore,
     RedisThresholdStore,
@@ -122,7 +123,7 @@ class Gateway:
         metrics = Metrics(tenant_label=settings.metrics_tenant_label)
         replicas = await Replicas.open(stack, settings, metrics)
         redis = None
-        if settings.redis_url and settings.cache_enabled:
+        if settings.redis_url:  # the exact store's, θ's and the rate limits' shared store
             redis = connect_redis(settings.redis_url, timeout=settings.redis_timeout_seconds)
             stack.push_async_callback(redis.aclose)
         exact = exact_store(settings, redis)
@@ -153,7 +154,7 @@ class Gateway:
             semantic=parts.cache,
             pipeline=pipeline,
             keys=keys,
-            limiter=RateLimiter(),
+            limiter=RedisRateLimiter(redis) if redis is not None else MemoryRateLimiter(),
             thresholds=thresholds,
             threshold_store=RedisThresholdStore(redis)
             if redis is not None

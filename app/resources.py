@@ -112,6 +112,20 @@ def uses_data_dir_exclusively(settings: Settings) -> bool:
     return settings.cache_enabled and settings.semantic_enabled and not settings.qdrant_url
 
 
+def embedded_parts(settings: Settings) -> list[str]:
+    """The single-process parts this configuration would use: what ``--workers N`` cannot
+    share. Each worker would hold its own copy (an in-process exact store: invalidation in one
+    worker would not reach the others) or fight over one data dir (Qdrant Edge)."""
+    parts: list[str] = []
+    if settings.cache_enabled and not settings.redis_url:
+        parts.append("the embedded exact store (set DEJA_REDIS_URL)")
+    if settings.cache_enabled and settings.semantic_enabled and not settings.qdrant_url:
+        parts.append("Qdrant Edge (set DEJA_QDRANT_URL, or DEJA_SEMANTIC_ENABLED=false)")
+    if settings.demo and not settings.replicas:
+        parts.append("the in-process simulated replicas (set DEJA_REPLICAS)")
+    return parts
+
+
 async def replica_urls(stack: AsyncExitStack, settings: Settings) -> tuple[list[str], bool]:
     """The configured replicas, or in demo mode simulated ones started in-process."""
     if settings.replicas or not settings.demo:

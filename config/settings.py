@@ -52,6 +52,13 @@ class Settings(BaseSettings):
     log_level: Literal["debug", "info", "warning", "error"] = Field(
         "info", description="Log level of the gateway's own logger."
     )
+    workers: int = Field(
+        1,
+        ge=1,
+        le=64,
+        description="Worker processes sharing the listening socket. Above 1, every store must "
+        "be shared (Redis, a Qdrant server): embedded stores are refused at start-up.",
+    )
     max_body_bytes: int = Field(
         4 * 1024 * 1024, ge=1024, description="Largest request body accepted; larger gets 413."
     )

@@ -88,7 +88,7 @@ async def _generate(request: Request, endpoint: Endpoint) -> Response:
     caller = gateway.keys.authenticate(headers.get("authorization"))
     tenant = caller.tenant
     if tenant.rate_limit_rpm is not None:
-        gateway.limiter.take(caller.key_id, tenant.rate_limit_rpm)
+        await gateway.limiter.take(caller.key_id, tenant.rate_limit_rpm)
     raw = await read_body(request, headers, settings.max_body_bytes)
     policy = parse_policy(
         headers,

@@ -20,16 +20,14 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import math
 import re
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 
-from deja.errors import AuthenticationError, ConfigError, RateLimitError
+from deja.errors import AuthenticationError, ConfigError
 
 DEFAULT_TENANT = "default"
 
@@ -51,35 +49,6 @@ class Tenant:
     corpus: str | None = None
     #: When retrieval fails: "answer" without context or "error" (None: the gateway's setting).
     rag_on_failure: Literal["answer", "error"] | None = None
-
-
-@dataclass(slots=True)
-class _Bucket:
-    tokens: float
-    updated: float
-
-
-@dataclass
-class RateLimiter:
-    """A token bucket per key: ``rpm`` tokens of capacity, refilled at ``rpm / 60`` per second."""
-
-    buckets: dict[str, _Bucket] = field(default_factory=dict)
-
-    def take(self, key_id: str, rpm: int, now: float | None = None) -> None:
-        now = time.monotonic() if now is None else now
-        bucket = self.buckets.get(key_id)
-        if bucket is None:
-            bucket = self.buckets[key_id] = _Bucket(tokens=float(rpm), updated=now)
-        rate = rpm / 60.0
-        bucket.tokens = min(float(rpm), bucket.tokens + (now - bucket.updated) * rate)
-        bucket.updated = now
-        if bucket.tokens < 1.0:
-            wait = math.ceil((1.0 - bucket.tokens) / rate)
-            raise RateLimitError(
-                f"Rate limit of {rpm} requests per minute reached for this key; retry in {wait} s.",
-                retry_after=wait,
-            )
-        bucket.tokens -= 1.0
 
 
 @dataclass(frozen=True, slots=True)
