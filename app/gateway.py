@@ -21,6 +21,7 @@ from app.resources import (
     SemanticParts,
     client_keys,
     exact_store,
+    flight_lock,
     semantic_step,
     temporal_detector,
     uses_data_dir_exclusively,
@@ -49,6 +50,7 @@ from deja.tenancy.thresholds import (
     follow,
 )
 from middleware.pipeline import Observability, Pipeline
+from middleware.singleflight import Flights
 from middleware.tasks import BackgroundTasks
 
 log = logging.getLogger("deja")
@@ -137,6 +139,9 @@ class Gateway:
             settings.prefix_mode, settings.prefix_block_size, settings.prefix_max_blocks
         )
         access_log = AccessLog(access_sink) if settings.access_log else None
+        flights = Flights() if settings.single_flight and exact is not None else None
+        if flights is not None:
+            stack.push_async_callback(flights.close)
         pipeline = Pipeline(
             exact=exact,
             upstream=replicas.upstream,
@@ -145,6 +150,8 @@ class Gateway:
             prefix=prefix,
             observability=Observability(metrics, tracing, access_log),
             background=background,
+            flights=flights,
+            flight_lock=await flight_lock(stack, settings) if flights is not None else None,
         )
         return cls(
             settings=settings,

@@ -15,7 +15,8 @@ from qdrant_client import AsyncQdrantClient
 from config.settings import Settings
 from deja.cache.exact.base import ExactStore
 from deja.cache.exact.memory import MemoryExactStore
-from deja.cache.exact.redis import RedisExactStore
+from deja.cache.exact.redis import RedisExactStore, connect_redis
+from deja.cache.flightlock import FlightLock
 from deja.embedding.base import Embedder
 from deja.errors import VerifierError
 from deja.observability.metrics import Metrics
@@ -144,6 +145,18 @@ async def replica_urls(stack: AsyncExitStack, settings: Settings) -> tuple[list[
         ", ".join(cluster.urls),
     )
     return list(cluster.urls), True
+
+
+async def flight_lock(stack: AsyncExitStack, settings: Settings) -> FlightLock | None:
+    """Cross-process single-flight locks, on a small Redis pool of their own: a lock that
+    fails only means "lead", and its connections never compete with the exact store's."""
+    if not settings.redis_url or not settings.cache_enabled:
+        return None
+    client = connect_redis(
+        settings.redis_url, timeout=settings.redis_timeout_seconds, max_connections=64
+    )
+    stack.push_async_callback(client.aclose)
+    return FlightLock(client)
 
 
 def exact_store(settings: Settings, redis: aioredis.Redis | None) -> ExactStore | None:

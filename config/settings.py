@@ -129,6 +129,11 @@ class Settings(BaseSettings):
     redis_retry_seconds: float = Field(
         1.0, ge=0, description="After a Redis failure, skip Redis this long before trying again."
     )
+    single_flight: bool = Field(
+        True,
+        description="Identical concurrent misses make one upstream call (followers get "
+        "X-Deja-Cache: coalesced); across processes through a short Redis lock.",
+    )
     cache_ttl_seconds: int = Field(86_400, ge=1, description="Default TTL of a cached answer.")
     cache_max_ttl_seconds: int = Field(
         7 * 86_400, ge=1, description="Upper bound for a per-request X-Deja-TTL."

@@ -16,7 +16,12 @@ from starlette.responses import Response, StreamingResponse
 
 from deja.cache.entry import CachedAnswer, answer_from_json
 from deja.cache.exact.base import ExactStore
-from deja.errors import CorpusNotFoundError, DejaError, UpstreamError
+from deja.cache.flightlock import FlightLock
+from deja.errors import (
+    CorpusNotFoundError,
+    DejaError,
+    UpstreamError,
+)
 from deja.observability.accesslog import AccessLog
 from deja.observability.metrics import Metrics
 from deja.observability.stats import Stats
@@ -25,18 +30,21 @@ from deja.replicas.upstream import Upstream
 from deja.request import GatewayRequest, Outcome
 from deja.routing.prefix import PrefixConfig, prefix_hash
 from deja.temporal.rules import TemporalDetector
+from middleware.answers import with_sources
 from middleware.bypass import bypass_reason
 from middleware.disconnect import Disconnected, until_disconnect
 from middleware.errors import http_error
 from middleware.exact import exact_lookup
 from middleware.lookup import Lookup
 from middleware.relay import UsageChunkFilter, answer_from_sse, error_event, with_usage_requested
-from middleware.replay import SOURCES_FIELD, replay_json, replay_sse
+from middleware.replay import replay_json, replay_sse
 from middleware.responses import JSON as JSON_TYPE
 from middleware.responses import SSE as SSE_TYPE
 from middleware.responses import prebuilt
 from middleware.retrieve import Retrieval, RetrieveStep, source_records, sources_header
 from middleware.semantic import SemanticStep
+from middleware.shared import SharedUpstream
+from middleware.singleflight import Flights
 from middleware.store import Build, store_answer
 from middleware.tasks import BackgroundTasks
 from middleware.telemetry import RequestRecord, record_request
@@ -68,6 +76,8 @@ class Pipeline:
         observability: Observability | None = None,
         background: BackgroundTasks | None = None,
         retrieve: RetrieveStep | None = None,
+        flights: Flights | None = None,
+        flight_lock: FlightLock | None = None,
     ) -> None:
         self.exact = exact
         self.retrieve = retrieve
@@ -80,6 +90,7 @@ class Pipeline:
         self.tracing = self.obs.tracing
         self.stats = self.obs.stats
         self.background = background or BackgroundTasks()
+        self.shared = SharedUpstream(self, flights, flight_lock) if flights is not None else None
 
     async def handle(self, req: GatewayRequest, disconnected: Disconnected) -> Response:
         started = time.perf_counter()
@@ -174,7 +185,9 @@ class Pipeline:
         self, req: GatewayRequest, lookup: Lookup, disconnected: Disconnected, started: float
     ) -> Response:
         """5 + 6 + 7. retrieve, route, then forward (JSON) or relay (SSE) to the chosen
-        replica."""
+        replica — once for all identical concurrent misses when they may be shared."""
+        if self.shared is not None and lookup.entry_id is not None and req.policy.write:
+            return await self.shared.respond(req, lookup, disconnected, started)
         rag = await self.retrieval(req, lookup)
         with self.tracing.span("deja.route") as span:
             prefix_key = self.route(rag.req)
@@ -195,7 +208,7 @@ class Pipeline:
         reply = await until_disconnect(
             self.upstream.complete(req.path, rag.req.raw, req.model, prefix_key), disconnected
         )
-        headers = self._miss_headers(req, rag, lookup, reply.replica.name, reply.reason, prefix_key)
+        headers = self.miss_headers(req, rag, lookup, reply.replica.name, reply.reason, prefix_key)
         body = reply.body
         if rag.sources:
             body = with_sources(body, source_records(rag.sources))
@@ -264,7 +277,7 @@ class Pipeline:
                     rag,
                 )
 
-        headers = self._miss_headers(req, rag, lookup, replica, opened.reason, prefix_key)
+        headers = self.miss_headers(req, rag, lookup, replica, opened.reason, prefix_key)
         headers["cache-control"] = "no-cache"
         headers["x-accel-buffering"] = "no"
         return StreamingResponse(chunks(), media_type=SSE, headers=headers)
@@ -287,7 +300,7 @@ class Pipeline:
         with self.tracing.span("deja.store"):
             await store_answer(exact, self.semantic, self.metrics, req, lookup, build, sources)
 
-    def _miss_headers(
+    def miss_headers(
         self,
         req: GatewayRequest,
         rag: Retrieval,
@@ -348,16 +361,3 @@ class Pipeline:
     async def drain(self) -> None:
         """Wait for pending stores (used at shutdown and by tests)."""
         await self.background.drain()
-
-
-def with_sources(body: bytes, sources: list[dict[str, Any]]) -> bytes:
-    """A replica's JSON answer with the ``deja_sources`` field added (left as it is when it is
-    not a JSON object)."""
-    try:
-        parsed = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        return body
-    if not isinstance(parsed, dict):
-        return body
-    parsed[SOURCES_FIELD] = sources
-    return orjson.dumps(parsed)

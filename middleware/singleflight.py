@@ -20,7 +20,6 @@ becomes the next leader); a replica's 4xx is the same for everyone and is shared
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import AsyncIterator, Coroutine
 from dataclasses import dataclass
@@ -41,9 +40,11 @@ class Opened:
     """Where the producer's call went; the consumers' response headers come from it."""
 
     replica: str
-    reason: str
-    prefix_key: str | None
     headers: dict[str, str]
+    #: The replica streams its answer: streamed consumers can follow it as it arrives.
+    streamed: bool = False
+    #: Another process answered (found in the shared exact store): every consumer follows.
+    remote: bool = False
 
 
 class FlightFailed(Exception):
@@ -160,16 +161,12 @@ class Flights:
         if self._flights.get(flight.key) is flight:
             del self._flights[flight.key]
 
-    @contextlib.contextmanager
-    def consuming(self, flight: Flight) -> Any:
-        """Count a consumer; the last one to leave a running flight cancels its producer."""
-        flight.consumers += 1
-        try:
-            yield flight
-        finally:
-            flight.consumers -= 1
-            if flight.consumers == 0 and not flight.done and flight.task is not None:
-                flight.task.cancel()
+    def leave(self, flight: Flight) -> None:
+        """A consumer is done (answered, or its client went away); the last one to leave a
+        running flight cancels its producer: nobody is waiting for that answer any more."""
+        flight.consumers -= 1
+        if flight.consumers <= 0 and not flight.done and flight.task is not None:
+            flight.task.cancel()
 
     async def close(self) -> None:
         """Cancel every producer (shutdown)."""

@@ -99,6 +99,7 @@ class Metrics:
         self._define_counts(self.registry)
         self._define_quality(self.registry)
         self._define_rag(self.registry)
+        self._define_flights(self.registry)
         self._pool: ReplicaPool | None = None
         self.registry.register(_ReplicaCollector(lambda: self._pool))
         self._children: dict[tuple[Any, ...], Any] = {}
@@ -223,6 +224,15 @@ class Metrics:
         )
         self.admin_actions = Counter(
             "deja_admin_actions", "Admin API actions", ["action"], registry=r
+        )
+
+    def _define_flights(self, r: CollectorRegistry) -> None:
+        self.coalesced = Counter(
+            "deja_coalesced",
+            "Requests answered by an identical request's upstream call already under way "
+            "(where: local = this process, remote = another process through Redis)",
+            ["where"],
+            registry=r,
         )
 
     def _define_rag(self, r: CollectorRegistry) -> None:

@@ -25,7 +25,7 @@ async def test_the_first_leads_the_rest_follow_until_it_ends() -> None:
     assert leads_other and other is not leader
 
     async def produce() -> None:
-        leader.open(Opened("r1", "prefix", None, {}))
+        leader.open(Opened("r1", {}))
         leader.finish(None, b"{}")
 
     flights.start(leader, produce())
@@ -81,8 +81,9 @@ async def test_the_last_consumer_leaving_cancels_the_producer() -> None:
 
     flights.start(flight, produce())
     await started.wait()
-    with flights.consuming(flight), flights.consuming(flight):
-        pass
+    flight.consumers = 2
+    flights.leave(flight)
+    flights.leave(flight)
     assert flight.task is not None
     with pytest.raises(asyncio.CancelledError):
         await flight.task
@@ -100,11 +101,11 @@ async def test_a_consumer_leaving_while_another_waits_keeps_the_producer() -> No
         flight.finish(None, b"done")
 
     flights.start(flight, produce())
-    with flights.consuming(flight):
-        with flights.consuming(flight):
-            pass  # the leader's client went away
-        go.set()
-        await flight.wait_done()
+    flight.consumers = 2
+    flights.leave(flight)  # the leader's client went away
+    go.set()
+    await flight.wait_done()
+    flights.leave(flight)
     assert flight.body == b"done"
 
 
