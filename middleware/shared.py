@@ -20,6 +20,7 @@ from deja.cache.exact.base import ExactStore
 from deja.cache.flightlock import FlightLock
 from deja.errors import CacheUnavailableError, ClientGoneError, DejaError
 from deja.observability.metrics import Metrics
+from deja.observability.tracing import Tracing, set_attributes
 from deja.replicas.upstream import Upstream
 from deja.request import GatewayRequest
 from middleware.answers import parse_answer, with_sources
@@ -41,6 +42,7 @@ class Steps(Protocol):
     exact: ExactStore | None
     upstream: Upstream
     metrics: Metrics
+    tracing: Tracing
 
     def observe(
         self, req: GatewayRequest, lookup: Lookup, started: float, replica: str | None = None
@@ -119,10 +121,27 @@ class SharedUpstream:
                 await lock.release(lookup.entry_id)
 
     async def _produce(self, req: GatewayRequest, lookup: Lookup, flight: Flight) -> None:
+        rag = await self.steps.retrieval(req, lookup)
+        with self.steps.tracing.span("deja.route") as span:
+            prefix_key = self.steps.route(rag.req)
+            set_attributes(span, {"deja.prefix_hash": prefix_key})
+        with self.steps.tracing.span("deja.upstream"):
+            answer = await self._call(req, lookup, flight, rag, prefix_key)
+        if answer is not None and not rag.failed:
+            built = answer
+            self.steps.store(req, lookup, lambda: built, rag)
+
+    async def _call(
+        self,
+        req: GatewayRequest,
+        lookup: Lookup,
+        flight: Flight,
+        rag: Retrieval,
+        prefix_key: str | None,
+    ) -> CachedAnswer | None:
+        """The replica's answer, published to the flight as it arrives."""
         assert lookup.entry_id is not None
         entry_id, created = lookup.entry_id, time.time()
-        rag = await self.steps.retrieval(req, lookup)
-        prefix_key = self.steps.route(rag.req)
         answer: CachedAnswer | None
         if req.stream:
             body = with_usage_requested(rag.req.body)  # a stored answer must carry usage
@@ -150,9 +169,7 @@ class SharedUpstream:
             answer = parse_answer(reply.body, entry_id, req, created)
             sources = source_records(rag.sources)
             flight.finish(answer, with_sources(reply.body, sources) if sources else reply.body)
-        if answer is not None and not rag.failed:
-            built = answer
-            self.steps.store(req, lookup, lambda: built, rag)
+        return answer
 
     async def remote_answer(self, entry_id: str, lock: FlightLock) -> CachedAnswer | None:
         """Another process leads: poll the shared exact store until its answer is there, or
