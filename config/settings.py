@@ -275,6 +275,12 @@ class Settings(BaseSettings):
         description="The static system prompt every RAG request starts with (before the "
         "context block), so the replicas' prefix cache sees one prefix per document set.",
     )
+    rag_context_order: Literal["document", "score"] = Field(
+        "document",
+        description="Order of the chunks in the context block: document id and chunk index "
+        "(one prompt prefix per document set, which the replicas' prefix cache reuses) or "
+        "score (what most RAG apps do; for comparison).",
+    )
     rag_default_corpus: str | None = Field(
         None,
         description="Corpus of requests that name none (after X-Deja-Corpus, the tenant's "

@@ -24,7 +24,7 @@ from urllib.parse import quote
 import orjson
 
 from deja.corpus.base import Retriever, SourceRef, sources_of
-from deja.corpus.prompt import with_context
+from deja.corpus.prompt import ContextOrder, with_context
 from deja.errors import CorpusNotFoundError, EmbedderError, RetrievalError, describe
 from deja.observability.metrics import Metrics
 from deja.request import GatewayRequest
@@ -41,7 +41,8 @@ class RagSettings:
 
     system_prompt: str
     top_k: int = 4
-    timeout: float = 2.0
+    timeout: float = 1.0
+    order: ContextOrder = "document"
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,7 +112,7 @@ class RetrieveStep:
             return self._failed(req, exc)
         self.metrics.retrieval_seconds.observe(time.perf_counter() - started)
         self.metrics.count(self.metrics.retrievals, "ok")
-        body = with_context(req.body, chunks, self.settings.system_prompt)
+        body = with_context(req.body, chunks, self.settings.system_prompt, self.settings.order)
         upstream = dataclasses.replace(req, body=body, raw=orjson.dumps(body))
         return Retrieval(upstream, tuple(sources_of(chunks)))
 

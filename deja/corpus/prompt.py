@@ -16,19 +16,26 @@ system prompt and the context block.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from deja.corpus.base import RetrievedChunk, context_order
 from deja.semantic.scope import message_text
 
 _INSTRUCTION_ROLES = frozenset({"system", "developer"})
 
+#: ``document``: document id, then chunk index (the default). ``score``: best first, as most
+#: RAG apps do — kept only so the benchmark can show what it costs the prefix cache.
+ContextOrder = Literal["document", "score"]
 
-def context_block(chunks: list[RetrievedChunk]) -> str:
+
+def context_block(chunks: list[RetrievedChunk], order: ContextOrder = "document") -> str:
     """The chunks as one block of text, each headed by ``[document#index]`` and its heading
     path, in context order."""
+    ordered = (
+        context_order(chunks) if order == "document" else sorted(chunks, key=lambda r: -r.score)
+    )
     parts = []
-    for retrieved in context_order(chunks):
+    for retrieved in ordered:
         chunk = retrieved.chunk
         head = f"[{chunk.document}#{chunk.index}]"
         if chunk.title:
@@ -38,7 +45,10 @@ def context_block(chunks: list[RetrievedChunk]) -> str:
 
 
 def with_context(
-    body: dict[str, Any], chunks: list[RetrievedChunk], system_prompt: str
+    body: dict[str, Any],
+    chunks: list[RetrievedChunk],
+    system_prompt: str,
+    order: ContextOrder = "document",
 ) -> dict[str, Any]:
     """A copy of the chat ``body`` whose messages are the RAG prompt: one system message
     (static prompt, the application's instructions, the context block), then the
@@ -49,7 +59,7 @@ def with_context(
         lead += 1
     sections = [system_prompt.strip()] if system_prompt.strip() else []
     sections += [text for m in messages[:lead] if (text := message_text(m).strip())]
-    block = context_block(chunks)
+    block = context_block(chunks, order)
     sections.append(f"Context:\n{block}" if block else "Context: (no matching documents)")
     system = {"role": "system", "content": "\n\n".join(sections)}
     return {**body, "messages": [system, *messages[lead:]]}
