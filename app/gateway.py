@@ -16,11 +16,13 @@ from typing import Any, BinaryIO
 from opentelemetry.sdk.trace.export import SpanExporter
 from starlette.requests import Request
 
+from app.corpora import open_corpora, preload
 from app.resources import (
     Replicas,
     SemanticParts,
     client_keys,
     exact_store,
+    open_embedder,
     semantic_step,
     temporal_detector,
     uses_data_dir_exclusively,
@@ -28,6 +30,8 @@ from app.resources import (
 from config.settings import ConfigError, Settings
 from deja.cache.exact.base import ExactStore
 from deja.cache.exact.redis import connect_redis
+from deja.corpus.base import DocumentChange
+from deja.corpus.service import Corpora
 from deja.datadir import DataDirLock
 from deja.errors import CacheUnavailableError
 from deja.observability.accesslog import AccessLog
@@ -74,6 +78,7 @@ class Gateway:
     monitor: HealthMonitor
     reload: Callable[[], Settings] | None = None
     background: BackgroundTasks = field(default_factory=BackgroundTasks)
+    corpora: Corpora | None = None
 
     @property
     def pool(self) -> ReplicaPool:
@@ -92,6 +97,8 @@ class Gateway:
         """Open every resource, start the background work, yield the gateway, close it all."""
         async with AsyncExitStack() as stack:
             gateway = await cls._open(stack, settings, reload, span_exporter, access_sink)
+            if gateway.corpora is not None and settings.corpus_preload:
+                await preload(gateway.corpora, settings)
             await asyncio.gather(gateway.discovery.refresh(), gateway.monitor.check_once())
             gateway._start_background(stack)
             if gateway._install_sighup():
@@ -128,7 +135,11 @@ class Gateway:
         exact = exact_store(settings, redis)
         if exact is not None:
             stack.push_async_callback(exact.close)
-        parts = await SemanticParts.open(stack, settings, metrics, tracing, exact, replicas)
+        embedder = open_embedder(stack, settings)
+        parts = await SemanticParts.open(
+            stack, settings, metrics, tracing, exact, replicas, embedder
+        )
+        corpora = await open_corpora(stack, settings, embedder, metrics)
         thresholds = parts.thresholds(settings, metrics)
         background = BackgroundTasks()
         stack.push_async_callback(background.drain)  # pending stores finish before closing
@@ -145,7 +156,7 @@ class Gateway:
             observability=Observability(metrics, tracing, access_log),
             background=background,
         )
-        return cls(
+        gateway = cls(
             settings=settings,
             upstream=replicas.upstream,
             discovery=replicas.discovery,
@@ -162,7 +173,18 @@ class Gateway:
             monitor=replicas.monitor,
             reload=reload,
             background=background,
+            corpora=corpora,
         )
+        if corpora is not None:
+            corpora.on_change = gateway.on_corpus_change
+        return gateway
+
+    async def on_corpus_change(self, changes: list[DocumentChange]) -> int:
+        """A document changed or was removed: drop the cached answers built from its old
+        version (both layers, every process); returns how many were dropped.
+
+        TODO(lead engineer, issue 11 §4): invalidation by provenance replaces this body."""
+        return 0
 
     def _start_background(self, stack: AsyncExitStack) -> None:
         settings = self.settings
@@ -176,6 +198,8 @@ class Gateway:
             work.append(self.pipeline.obs.access_log.run_forever())
         if self.semantic is not None:
             work.append(_sweep_forever(self.semantic, settings.semantic_sweep_seconds))
+        if self.corpora is not None and self.corpora.store.shared:
+            work.append(self.corpora.refresh_forever(settings.corpus_refresh_seconds))
         loop = asyncio.get_running_loop()
         tasks = [loop.create_task(w) for w in work]
 

@@ -137,6 +137,10 @@ class Corpora:
     def has_corpus(self, tenant: str, corpus: str) -> bool:
         return (tenant, corpus) in self._known
 
+    def pairs(self) -> list[tuple[str, str]]:
+        """Every (tenant, corpus) known, sorted."""
+        return sorted(self._known)
+
     def corpora(self, tenant: str) -> list[str]:
         """The tenant's corpus names, sorted."""
         return sorted(c for t, c in self._known if t == tenant)
