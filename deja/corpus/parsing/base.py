@@ -60,7 +60,8 @@ class ParsedDocument:
         no text left is a ``DocumentError``."""
         kept: list[Section] = []
         for section in sections:
-            paragraphs = tuple(p.strip() for p in section.paragraphs if p.strip())
+            # Leading spaces are kept: they are the indentation of preformatted text.
+            paragraphs = tuple(p.strip("\n").rstrip() for p in section.paragraphs if p.strip())
             if not paragraphs:
                 continue
             path = tuple(part for part in section.path if part)
