@@ -145,3 +145,15 @@ def test_collect_walks_folders_for_supported_files_with_ids_from_the_root(
         collect([root / "missing"], root)
     assert content_type_for("x/y.PDF") == "application/pdf"
     assert content_type_for("y.bin") == "application/octet-stream"
+
+
+def test_corpus_preload_setting_from_the_environment_form() -> None:
+    from config.settings import ConfigError, Settings, load_settings
+
+    settings = Settings(corpus_preload="deja-docs=docs,README.md; faq = faq.md ")
+    assert settings.corpus_preload == {"deja-docs": ["docs", "README.md"], "faq": ["faq.md"]}
+    assert Settings(corpus_preload={"x": ["a"]}).corpus_preload == {"x": ["a"]}
+    with pytest.raises(ConfigError, match="name=path"):
+        load_settings(corpus_preload="just-a-path")
+    with pytest.raises(ConfigError, match="at most half"):
+        load_settings(corpus_chunk_tokens=64, corpus_chunk_overlap=40)
