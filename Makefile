@@ -11,6 +11,7 @@ DEV_STAMP := $(VENV)/.deja-dev
 
 help:
 	@echo "make run    - install into $(VENV) if needed and start the gateway with simulated replicas"
+	@echo "             (and this project's docs as the deja-docs corpus)"
 	@echo "make test   - install test deps, lint, type-check, run the suite against a real redis-server"
 	@echo "make bench  - side-by-side benchmarks (bench/README.md)"
 	@echo "make test-st - the sentence-transformers embedder for real (PyTorch, in $(TRAIN_VENV))"
@@ -31,8 +32,9 @@ $(DEV_STAMP): pyproject.toml | $(BIN)/python
 install: $(RUNTIME_STAMP)
 dev: $(DEV_STAMP)
 
+# The project's own docs become the deja-docs corpus (set DEJA_CORPUS_PRELOAD= to skip it).
 run: $(RUNTIME_STAMP)
-	$(BIN)/deja serve --demo
+	DEJA_CORPUS_PRELOAD="$${DEJA_CORPUS_PRELOAD-deja-docs=docs,README.md}" $(BIN)/deja serve --demo
 
 # The suite starts its own redis-server on a free port (tests/conftest.py) unless
 # DEJA_TEST_REDIS_URL names one; this only makes sure the binary exists.

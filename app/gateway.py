@@ -16,12 +16,14 @@ from typing import Any, BinaryIO
 from opentelemetry.sdk.trace.export import SpanExporter
 from starlette.requests import Request
 
+from app.corpora import open_corpora, preload, retrieve_step
 from app.resources import (
     Replicas,
     SemanticParts,
     client_keys,
     exact_store,
     flight_lock,
+    open_embedder,
     semantic_step,
     temporal_detector,
     uses_data_dir_exclusively,
@@ -29,6 +31,9 @@ from app.resources import (
 from config.settings import ConfigError, Settings
 from deja.cache.exact.base import ExactStore
 from deja.cache.exact.redis import connect_redis
+from deja.corpus.base import DocumentChange
+from deja.corpus.provenance import stale_answers
+from deja.corpus.service import Corpora
 from deja.datadir import DataDirLock
 from deja.errors import CacheUnavailableError
 from deja.observability.accesslog import AccessLog
@@ -77,6 +82,7 @@ class Gateway:
     monitor: HealthMonitor
     reload: Callable[[], Settings] | None = None
     background: BackgroundTasks = field(default_factory=BackgroundTasks)
+    corpora: Corpora | None = None
 
     @property
     def pool(self) -> ReplicaPool:
@@ -95,6 +101,8 @@ class Gateway:
         """Open every resource, start the background work, yield the gateway, close it all."""
         async with AsyncExitStack() as stack:
             gateway = await cls._open(stack, settings, reload, span_exporter, access_sink)
+            if gateway.corpora is not None and settings.corpus_preload:
+                await preload(gateway.corpora, settings)
             await asyncio.gather(gateway.discovery.refresh(), gateway.monitor.check_once())
             gateway._start_background(stack)
             if gateway._install_sighup():
@@ -131,7 +139,11 @@ class Gateway:
         exact = exact_store(settings, redis)
         if exact is not None:
             stack.push_async_callback(exact.close)
-        parts = await SemanticParts.open(stack, settings, metrics, tracing, exact, replicas)
+        embedder = open_embedder(stack, settings)
+        parts = await SemanticParts.open(
+            stack, settings, metrics, tracing, exact, replicas, embedder
+        )
+        corpora = await open_corpora(stack, settings, embedder, metrics)
         thresholds = parts.thresholds(settings, metrics)
         background = BackgroundTasks()
         stack.push_async_callback(background.drain)  # pending stores finish before closing
@@ -152,8 +164,9 @@ class Gateway:
             background=background,
             flights=flights,
             flight_lock=await flight_lock(stack, settings) if flights is not None else None,
+            retrieve=retrieve_step(settings, corpora, embedder, metrics),
         )
-        return cls(
+        gateway = cls(
             settings=settings,
             upstream=replicas.upstream,
             discovery=replicas.discovery,
@@ -170,7 +183,21 @@ class Gateway:
             monitor=replicas.monitor,
             reload=reload,
             background=background,
+            corpora=corpora,
         )
+        if corpora is not None:
+            corpora.on_change = gateway.on_corpus_change
+        return gateway
+
+    async def on_corpus_change(self, changes: list[DocumentChange]) -> int:
+        """A document changed or was removed: drop the cached answers built from it, in both
+        layers (the shared stores: every process); returns how many were dropped. A store
+        failure propagates: the corpus report shows it as ``invalidation_error``."""
+        store = self.semantic.store if self.semantic is not None else None
+        removed = await stale_answers(changes, self.exact, store)
+        if removed:
+            log.info("corpus change removed %d cached answer(s)", len(removed))
+        return len(removed)
 
     def _start_background(self, stack: AsyncExitStack) -> None:
         settings = self.settings
@@ -184,6 +211,8 @@ class Gateway:
             work.append(self.pipeline.obs.access_log.run_forever())
         if self.semantic is not None:
             work.append(_sweep_forever(self.semantic, settings.semantic_sweep_seconds))
+        if self.corpora is not None and self.corpora.store.shared:
+            work.append(self.corpora.refresh_forever(settings.corpus_refresh_seconds))
         loop = asyncio.get_running_loop()
         tasks = [loop.create_task(w) for w in work]
 

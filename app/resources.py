@@ -109,8 +109,10 @@ def temporal_detector(settings: Settings) -> TemporalDetector | None:
 
 def uses_data_dir_exclusively(settings: Settings) -> bool:
     """True when this process would open single-writer files under ``data_dir`` (the embedded
-    Qdrant Edge store)."""
-    return settings.cache_enabled and settings.semantic_enabled and not settings.qdrant_url
+    Qdrant Edge stores: the semantic cache's, the corpora's)."""
+    if settings.qdrant_url:
+        return False
+    return (settings.cache_enabled and settings.semantic_enabled) or settings.corpora_enabled
 
 
 def embedded_parts(settings: Settings) -> list[str]:
@@ -203,13 +205,26 @@ def vector_store(settings: Settings, embedder: Embedder) -> VectorStore:
     return EdgeVectorStore(settings.data_dir, collection=collection, dim=embedder.dim)
 
 
-async def semantic_cache(
-    stack: AsyncExitStack, settings: Settings, metrics: Metrics, tracing: Tracing
-) -> SemanticCache | None:
-    if not (settings.cache_enabled and settings.semantic_enabled):
+def open_embedder(stack: AsyncExitStack, settings: Settings) -> Embedder | None:
+    """The one embedder of the process, shared by the semantic cache and the corpora; None when
+    neither is on."""
+    semantic = settings.cache_enabled and settings.semantic_enabled
+    if not (semantic or settings.corpora_enabled):
         return None
     embedder = load_embedder(settings)
     stack.push_async_callback(embedder.close)
+    return embedder
+
+
+async def semantic_cache(
+    stack: AsyncExitStack,
+    settings: Settings,
+    metrics: Metrics,
+    tracing: Tracing,
+    embedder: Embedder | None,
+) -> SemanticCache | None:
+    if not (settings.cache_enabled and settings.semantic_enabled) or embedder is None:
+        return None
     store = vector_store(settings, embedder)
     await store.open()
     stack.push_async_callback(store.close)
@@ -312,9 +327,11 @@ class SemanticParts:
         tracing: Tracing,
         exact: ExactStore | None,
         replicas: Replicas,
+        embedder: Embedder | None,
     ) -> SemanticParts:
-        """The semantic cache (embedder, vector store) and, with it, the verifier and table."""
-        cache = await semantic_cache(stack, settings, metrics, tracing)
+        """The semantic cache (vector store on the shared embedder) and, with it, the verifier
+        and table."""
+        cache = await semantic_cache(stack, settings, metrics, tracing, embedder)
         parts = cls(cache, exact, replicas.upstream)
         if cache is not None:
             parts.verifier, parts.table = open_verifier(stack, settings)

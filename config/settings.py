@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 import yaml
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 ENV_PREFIX = "DEJA_"
@@ -258,6 +258,47 @@ class Settings(BaseSettings):
         description="Where derived embedding-model files are cached (default: data_dir/models).",
     )
 
+    # --- corpora (issue 11) -----------------------------------------------------------------------
+    corpora_enabled: bool = Field(
+        True,
+        description="Keep document corpora for RAG (`deja corpus …`, /admin/corpora): chunks in "
+        "their own collection of the semantic store (Qdrant Edge under data_dir, or the Qdrant "
+        "server); loads the embedder even with the semantic cache off.",
+    )
+    corpus_chunk_tokens: int = Field(
+        200,
+        ge=32,
+        le=512,
+        description="Token budget of one chunk, its heading path included (MiniLM reads 256).",
+    )
+    corpus_chunk_overlap: int = Field(
+        32, ge=0, description="Tokens a chunk repeats from the end of the one before it."
+    )
+    corpus_max_file_bytes: int = Field(
+        20 * 1024 * 1024, ge=1024, description="Largest file ingested; larger ones are refused."
+    )
+    corpus_embed_batch: int = Field(
+        32, ge=1, le=1024, description="Chunks embedded per call during ingestion."
+    )
+    rag_retrieval_timeout_seconds: float = Field(
+        1.0, gt=0, description="Budget of one retrieval from a corpus; past it, RetrievalError."
+    )
+    corpus_refresh_seconds: float = Field(
+        30.0,
+        gt=0,
+        description="How often the corpus list is re-read from a shared Qdrant server (other "
+        "gateways' ingests).",
+    )
+    corpus_preload: Annotated[dict[str, list[str]], NoDecode] = Field(
+        default_factory=dict,
+        description="Corpora ingested at start-up for corpus_preload_tenant: "
+        "'name=path,path;name2=path' in the environment, a mapping of name to paths in YAML. "
+        "Idempotent: unchanged files are skipped, so a restart is fast.",
+    )
+    corpus_preload_tenant: str = Field(
+        "default", min_length=1, description="The tenant that owns the preloaded corpora."
+    )
+
     # --- temporal bypass -----------------------------------------------------------------------
     temporal_bypass: bool = Field(
         True, description="Skip both caches for time-dependent questions (today, latest, hoy…)."
@@ -341,6 +382,25 @@ class Settings(BaseSettings):
             parse_replica(spec)  # raises ValueError on a bad ;weight=
             cleaned.append(url.rstrip("/") + (f";{params}" if params else ""))
         return cleaned
+
+    @field_validator("corpus_preload", mode="before")
+    @classmethod
+    def _split_preload(cls, value: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+        corpora: dict[str, list[str]] = {}
+        for spec in filter(None, (part.strip() for part in value.split(";"))):
+            name, sep, paths = spec.partition("=")
+            if not sep or not name.strip():
+                raise ValueError(f"corpus_preload entry {spec!r} is not name=path[,path…]")
+            corpora[name.strip()] = [p.strip() for p in paths.split(",") if p.strip()]
+        return corpora
+
+    @model_validator(mode="after")
+    def _check_overlap(self) -> Settings:
+        if self.corpus_chunk_overlap * 2 > self.corpus_chunk_tokens:
+            raise ValueError("corpus_chunk_overlap must be at most half of corpus_chunk_tokens")
+        return self
 
     @field_validator("admin_key", "replica_api_key", "qdrant_api_key")
     @classmethod

@@ -104,6 +104,7 @@ def serve(
 def _register_subcommands() -> None:
     from app.cli.cache import cache_group
     from app.cli.calibrate import calibrate_command
+    from app.cli.corpus import corpus_group
     from app.cli.keys import keys_group
     from app.cli.sim import sim_command
     from app.cli.threshold import threshold_group
@@ -113,6 +114,7 @@ def _register_subcommands() -> None:
     main.add_command(cache_group)
     main.add_command(threshold_group)
     main.add_command(keys_group)
+    main.add_command(corpus_group)
 
 
 _register_subcommands()

@@ -29,18 +29,15 @@ ContextOrder = Literal["document", "score"]
 
 
 def context_block(chunks: list[RetrievedChunk], order: ContextOrder = "document") -> str:
-    """The chunks as one block of text, each headed by ``[document#index]`` and its heading
-    path, in context order."""
+    """The chunks as one block of text, each headed by ``[document#index]`` (a chunk's text
+    starts with its heading path already), in context order."""
     ordered = (
         context_order(chunks) if order == "document" else sorted(chunks, key=lambda r: -r.score)
     )
     parts = []
     for retrieved in ordered:
         chunk = retrieved.chunk
-        head = f"[{chunk.document}#{chunk.index}]"
-        if chunk.title:
-            head += f" {chunk.title}"
-        parts.append(f"{head}\n{chunk.text.strip()}")
+        parts.append(f"[{chunk.document}#{chunk.index}]\n{chunk.text.strip()}")
     return "\n\n".join(parts)
 
 

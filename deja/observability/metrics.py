@@ -225,6 +225,24 @@ class Metrics:
         self.admin_actions = Counter(
             "deja_admin_actions", "Admin API actions", ["action"], registry=r
         )
+        self.corpus_chunks = Counter(
+            "deja_corpus_chunks_ingested",
+            "Chunks embedded and stored, by corpus",
+            ["corpus"],
+            registry=r,
+        )
+        self.corpus_documents = Counter(
+            "deja_corpus_documents",
+            "Documents by corpus and action (added, updated, unchanged, failed, removed)",
+            ["corpus", "action"],
+            registry=r,
+        )
+        self.corpus_invalidated = Counter(
+            "deja_corpus_invalidated",
+            "Cached answers invalidated because a document they were built from changed",
+            ["corpus"],
+            registry=r,
+        )
 
     def _define_flights(self, r: CollectorRegistry) -> None:
         self.coalesced = Counter(

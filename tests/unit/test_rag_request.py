@@ -63,7 +63,11 @@ def test_template_puts_static_prompt_then_instructions_then_context_first() -> N
     assert system["role"] == "system"
     text = system["content"]
     assert text.index("STATIC PROMPT") < text.index("Be brief.") < text.index("Context:")
-    assert text.index("[a.md#1] Guide") < text.index("[a.md#7]") < text.index("[b.md#0]")
+    assert (
+        text.index("[a.md#1]\ntext of a.md part 1")
+        < text.index("[a.md#7]")
+        < text.index("[b.md#0]")
+    )
     assert rest == [user("How do I install?")]
     assert built["temperature"] == 0 and body["messages"][0]["content"] == "Be brief."
 
