@@ -16,7 +16,7 @@ from importlib import resources
 from fastapi import APIRouter
 from starlette.responses import Response
 
-from deja.errors import NotFoundError
+from middleware.errors import plain_error
 
 router = APIRouter(prefix="/admin/ui")
 
@@ -41,10 +41,15 @@ SECURITY_HEADERS = {
 }
 
 
+def _missing(name: str) -> Response:
+    # Answered here rather than raised: a wrong asset name is not an error worth a traceback.
+    return plain_error(404, f"no console asset {name}", "not_found")
+
+
 def _asset(name: str) -> Response:
     path = resources.files("app").joinpath("console", *name.split("/"))
     if not path.is_file():
-        raise NotFoundError(f"no console asset {name}")
+        return _missing(name)
     kind = name.rsplit(".", 1)[1]
     return Response(path.read_bytes(), media_type=MEDIA_TYPES[kind], headers=SECURITY_HEADERS)
 
@@ -60,5 +65,5 @@ async def console_page() -> Response:
 async def console_asset(name: str) -> Response:
     """A script, stylesheet or icon of the console; any other name is a 404."""
     if not ASSET.fullmatch(name):
-        raise NotFoundError(f"no console asset {name}")
+        return _missing(name)
     return _asset(name)
