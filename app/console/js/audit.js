@@ -15,7 +15,7 @@ function family(action) {
 }
 
 function details(rec) {
-  const rest = Object.fromEntries(Object.entries(rec).filter(([k]) => !["at", "who", "action"].includes(k)));
+  const rest = Object.fromEntries(Object.entries(rec).filter(([k]) => !["at", "who", "action", "count"].includes(k)));
   return JSON.stringify(rest);
 }
 

@@ -239,17 +239,26 @@ export function barChart(container, opts) {
 }
 
 // A horizontal meter (0..1) for tables and cards: a bar plus its value.
-export function meter(value, { max = 1, color = "#2563eb", label = null } = {}) {
+export function meter(value, { max = 1, min = 0, color = "#2563eb", label = null, mark = null, markTitle = "" } = {}) {
   const wrap = document.createElement("span");
   wrap.className = "meter";
   const bar = document.createElement("span");
   bar.className = "meter-bar";
   const fill = document.createElement("span");
   fill.className = "meter-fill";
-  const frac = value === null || value === undefined ? 0 : Math.max(0, Math.min(1, value / max));
+  const scale = (v) => Math.max(0, Math.min(1, (v - min) / (max - min)));
+  const frac = value === null || value === undefined ? 0 : scale(value);
   fill.style.width = `${(frac * 100).toFixed(1)}%`;
   fill.style.background = color;
   bar.append(fill);
+  if (mark !== null && mark !== undefined) {
+    // A tick at a cut-off (θ or τ), so the distance still to go is visible.
+    const tick = document.createElement("span");
+    tick.className = "meter-mark";
+    tick.style.left = `calc(${(scale(mark) * 100).toFixed(1)}% - 1px)`;
+    tick.title = markTitle;
+    bar.append(tick);
+  }
   const text = document.createElement("span");
   text.className = "meter-text";
   text.textContent = label ?? (value === null || value === undefined ? "–" : `${(value * 100).toFixed(1)}%`);

@@ -12,7 +12,10 @@ export const title = "Corpora";
 
 const pick = (o, ...names) => names.map((n) => o[n]).find((v) => v !== undefined && v !== null);
 const listOf = (data, key) => (Array.isArray(data) ? data : (data && (data[key] || data.items)) || []);
-const nameOf = (o) => (typeof o === "string" ? o : pick(o, "name", "corpus", "document", "id"));
+const corpusName = (o) => (typeof o === "string" ? o : pick(o, "name", "corpus", "id"));
+const documentName = (o) => (typeof o === "string" ? o : pick(o, "document", "name", "id"));
+// Document ids are paths ("docs/guide.md"): each segment is encoded, the slashes kept.
+const docPath = (corpus, document) => `/admin/corpora/${encodeURIComponent(corpus)}/documents/${String(document).split("/").map(encodeURIComponent).join("/")}`;
 const countOf = (v) => (Array.isArray(v) ? v.length : v);
 
 function when(v) {
@@ -37,15 +40,17 @@ export function mount(root, { api, toast }) {
     clear(corporaBox, h("p", { class: "note" }, "Loading…"));
     let r;
     try {
-      r = await api.request("GET", `/admin/corpora${query({ tenant: tenant.value.trim() })}`, { allow: [404] });
+      // 404: no corpus API on this gateway; 400: corpora switched off (the message says so).
+      r = await api.request("GET", `/admin/corpora${query({ tenant: tenant.value.trim() })}`, { allow: [400, 404] });
     } catch (err) {
       clear(corporaBox, message(err.message, "error"));
       return;
     }
-    const corpora = r.status === 404 ? [] : listOf(r.data, "corpora");
+    const corpora = r.status === 200 ? listOf(r.data, "corpora") : [];
     if (!corpora.length) {
       corporaBox.dataset.state = "empty";
-      clear(corporaBox, h("div", { class: "empty-state", id: "corpora-empty" }, h("strong", {}, "No corpora"), h("p", { class: "note" }, r.status === 404 ? "This gateway has no corpora for that tenant (or no corpus API). Ingest documents with `deja corpus ingest PATH… --corpus NAME`." : "This tenant has no corpus yet. Ingest documents with `deja corpus ingest PATH… --corpus NAME`.")));
+      const why = r.status === 200 ? "This tenant has no corpus yet." : r.status === 400 && r.data && r.data.error ? r.data.error.message : "This gateway has no corpus API.";
+      clear(corporaBox, h("div", { class: "empty-state", id: "corpora-empty" }, h("strong", {}, "No corpora"), h("p", { class: "note" }, `${why} Ingest documents with deja corpus ingest PATH… --corpus NAME.`)));
       return;
     }
     corporaBox.dataset.state = "list";
@@ -55,7 +60,7 @@ export function mount(root, { api, toast }) {
       h("table", { class: "table" },
         h("thead", {}, h("tr", {}, h("th", {}, "corpus"), h("th", { class: "num" }, "documents"), h("th", {}, "chunks"), h("th", {}, ""))),
         h("tbody", {}, corpora.map((c) => {
-          const name = nameOf(c);
+          const name = corpusName(c);
           const chunks = countOf(pick(c, "chunks", "chunk_count"));
           return h("tr", { "data-corpus": name },
             h("td", {}, h("strong", {}, name)),
@@ -83,7 +88,7 @@ export function mount(root, { api, toast }) {
     uploadBtn.addEventListener("click", () => upload.click());
     upload.addEventListener("change", () => upload.files[0] && put(corpus, upload.files[0].name, upload.files[0]));
     const rows = docs.map((d) => {
-      const name = nameOf(d);
+      const name = documentName(d);
       const chunks = countOf(pick(d, "chunks", "chunk_count"));
       const file = h("input", { type: "file", hidden: true });
       file.addEventListener("change", () => file.files[0] && put(corpus, name, file.files[0]));
@@ -92,15 +97,16 @@ export function mount(root, { api, toast }) {
       remove.addEventListener("click", () => { remove.hidden = true; confirm.hidden = false; });
       confirm.addEventListener("click", () => del(corpus, name));
       return h("tr", { "data-document": name },
-        h("td", {}, name),
+        h("td", {}, h("span", {}, name), d.title ? h("span", { class: "note block" }, d.title) : null),
         h("td", { class: "num" }, num(pick(d, "version"))),
         h("td", {}, chunks === undefined ? "–" : meter(chunks, { max: maxChunks, color: "#2563eb", label: num(chunks) })),
-        h("td", { class: "hide-narrow" }, when(pick(d, "updated_at", "ingested_at", "created_at"))),
+        h("td", { class: "hide-narrow" }, [d.format || "", d.bytes ? ` · ${num(d.bytes / 1024, 1)} KiB` : ""].join("")),
+        h("td", { class: "hide-narrow" }, when(pick(d, "ingested_at", "updated_at", "created_at"))),
         h("td", { class: "actions" }, h("button", { class: "ghost small", type: "button", onclick: () => file.click() }, "Re-ingest…"), file, remove, confirm));
     });
     clear(docsBox, card(`Documents in ${corpus}`, h("div", {},
       docs.length
-        ? h("table", { class: "table" }, h("thead", {}, h("tr", {}, h("th", {}, "document"), h("th", { class: "num" }, "version"), h("th", {}, "chunks"), h("th", { class: "hide-narrow" }, "updated"), h("th", {}, ""))), h("tbody", {}, rows))
+        ? h("table", { class: "table" }, h("thead", {}, h("tr", {}, h("th", {}, "document"), h("th", { class: "num" }, "version"), h("th", {}, "chunks"), h("th", { class: "hide-narrow" }, "format"), h("th", { class: "hide-narrow" }, "ingested"), h("th", {}, ""))), h("tbody", {}, rows))
         : message("No documents in this corpus.", "info"),
       h("div", { class: "actions" }, uploadBtn, upload)), { note: "Re-ingesting a changed document bumps its version and invalidates the answers built from it." }));
   }
@@ -109,8 +115,9 @@ export function mount(root, { api, toast }) {
     const t = tenant.value.trim();
     try {
       const bytes = await file.arrayBuffer();
-      await api.request("PUT", `/admin/corpora/${encodeURIComponent(corpus)}/documents/${encodeURIComponent(document)}${query({ tenant: t })}`, { body: bytes, contentType: file.type || "application/octet-stream" });
-      toast(`Ingested ${document}`);
+      const r = await api.request("PUT", `${docPath(corpus, document)}${query({ tenant: t })}`, { body: bytes, contentType: file.type || "application/octet-stream" });
+      const d = r.data || {};
+      toast(d.status ? `${document}: ${d.status}${d.version ? ` (version ${d.version}, ${d.chunks} chunks)` : ""}` : `Ingested ${document}`);
       await loadDocuments(corpus);
     } catch (err) {
       toast(err.message, "error");
@@ -120,8 +127,8 @@ export function mount(root, { api, toast }) {
   async function del(corpus, document) {
     const t = tenant.value.trim();
     try {
-      await api.del(`/admin/corpora/${encodeURIComponent(corpus)}/documents/${encodeURIComponent(document)}${query({ tenant: t })}`);
-      toast(`Removed ${document}`);
+      const d = (await api.del(`${docPath(corpus, document)}${query({ tenant: t })}`)) || {};
+      toast(`Removed ${document}${d.invalidated !== undefined ? ` and ${d.invalidated} cached answers built from it` : ""}`);
       await loadDocuments(corpus);
     } catch (err) {
       toast(err.message, "error");

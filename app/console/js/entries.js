@@ -197,7 +197,7 @@ function nearMisses(body, ctx, showEntry) {
             h("span", {}, `cosine ${fixed(m.similarity)}`),
             m.score !== null ? h("span", {}, `score ${fixed(m.score)}`) : null,
             h("span", { class: "gap" }, `${m.cut === "tau" ? "τ" : "θ"} ${fixed(m.cutoff)} (−${fixed(m.gap)})`),
-            meter(m.cut === "tau" ? m.score : m.similarity, { max: 1, color: "#d97706", label: " " }),
+            meter(m.cut === "tau" ? m.score : m.similarity, { min: Math.max(0, m.cutoff - 0.25), max: Math.min(1, m.cutoff + 0.05), color: "#d97706", label: " ", mark: m.cutoff, markTitle: `cut-off ${fixed(m.cutoff)}` }),
             h("span", { class: "note" }, `${m.tenant} · ${m.model} · ${ago(m.at)}`),
             h("button", { class: "ghost small", type: "button", onclick: () => showEntry(m.entry_id) }, "Open cached entry"),
           ),
