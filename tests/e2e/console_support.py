@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
 import uuid
 from typing import Any
 
@@ -19,6 +21,9 @@ SETTINGS: dict[str, Any] = {
     "semantic_shadow_rate": 0.0,
     "console_sample_seconds": 0.25,
     "health_check_interval_seconds": 0.25,
+    # These tests are about what the console shows, not the lookup budget: a loaded test
+    # machine must not turn a semantic hit into a timed-out miss.
+    "semantic_timeout_seconds": 5.0,
 }
 
 #: A cached question and a close one the shipped verifier rejects at the default target:
@@ -67,6 +72,17 @@ class Env:
         resp = await self.http.request(method, path, headers=ADMIN, **kwargs)
         assert resp.status_code == 200, resp.text
         return resp.json()
+
+    async def next_point(self) -> None:
+        """Wait until the timeline has taken a point after now (every 0.25 s here)."""
+        now = time.time()
+        deadline = now + 10
+        while True:
+            points = (await self.admin("GET", "/admin/timeline"))["points"]
+            if points and points[-1]["at"] > now:
+                return
+            assert time.time() < deadline, "the timeline took no new point"
+            await asyncio.sleep(0.05)
 
     async def close(self) -> None:
         await self.http.aclose()

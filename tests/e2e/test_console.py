@@ -149,11 +149,14 @@ async def test_the_overview_updates_after_traffic(console: Console, env: Env) ->
     await expect(requests).not_to_have_text("–")
     before = int((await requests.inner_text()).replace(",", ""))
     system = env.scope()
-    for question in ("What is the boiling point of water?", "Who wrote Hamlet?"):
-        await env.ask(question, system)
-    await env.ask("Who wrote Hamlet?", system)  # an exact hit
-    await expect(requests).to_have_text(f"{before + 3:,}")
-    await expect(page.locator("#chart-outcomes rect.bar[data-series=exact]").first).to_be_attached()
+    for cached, asked in PARAPHRASES:  # a burst per timeline point: a miss, a paraphrase, a repeat
+        for question in (cached, asked, cached):
+            await env.ask(question, system)
+        await env.next_point()
+    await expect(requests).to_have_text(f"{before + 3 * len(PARAPHRASES):,}")
+    for outcome in ("exact", "semantic", "miss"):
+        bar = page.locator(f"#chart-outcomes rect.bar[data-series={outcome}]")
+        await expect(bar.first).to_be_attached()
     await expect(page.locator("#chart-hit-rate [data-series=exact] circle").first).to_be_attached()
     await expect(page.locator("#replicas .replica")).to_have_count(2)
     await console.shot("overview")
@@ -353,6 +356,21 @@ async def test_the_corpora_tab_lists_re_ingests_and_removes_documents(console: C
     assert body == b"# Install\nRun it." and headers["content-type"] == "text/markdown"
     assert ("DELETE", "/admin/corpora/handbook/documents/faq.md?tenant=default") in sent
     assert all(h["authorization"] == f"Bearer {ADMIN_KEY}" for h, _ in sent.values())
+
+
+async def test_a_gateway_without_an_admin_key_says_so_at_sign_in(
+    browser: Browser, sims: SimCluster, make_gateway: Any
+) -> None:
+    async with make_gateway(replicas=sims.urls) as (url, app):
+        bare = Env(url, app)
+        console = await console_at(browser, bare, DESKTOP)
+        await console.sign_in("anything")
+        await expect(console.page.locator("#login-error")).to_contain_text(
+            "the admin API is disabled"
+        )
+        await console.page.context.close()
+        await bare.close()
+    assert console.errors == []
 
 
 async def test_every_page_fits_a_phone(browser: Browser, env: Env) -> None:

@@ -110,7 +110,7 @@ export function mount(root, { api }) {
     );
     const points = tl.points;
     const now = Date.now() / 1000;
-    const span = Math.max(60, tl.interval * 30);
+    const span = tl.interval * 30; // at least 30 intervals wide, then as long as the history
     const xmin = points.length ? Math.min(points[0].at - (points[0].seconds || tl.interval), now - span) : now - span;
     const x = { type: "time", min: xmin, max: points.length ? Math.max(now, points[points.length - 1].at) : now, label: "time" };
     lineChart(hitChart, { label: "Hit rate by layer over time", x, y: { min: 0, max: 1, format: (v) => `${Math.round(v * 100)}%`, label: "hit rate" }, series: hitRates(points), empty: "no requests yet" });
