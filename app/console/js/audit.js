@@ -19,6 +19,39 @@ function details(rec) {
   return JSON.stringify(rest);
 }
 
+function actionsChart(el, actions) {
+  const fams = Object.keys(FAMILY_COLORS);
+  const byMinute = new Map();
+  for (const a of actions) {
+    if (!a.at) continue;
+    const m = Math.floor(a.at / 60) * 60;
+    const row = byMinute.get(m) || fams.map(() => 0);
+    row[fams.indexOf(family(a.action))] += 1;
+    byMinute.set(m, row);
+  }
+  const now = Date.now() / 1000;
+  barChart(el, {
+    label: "Admin actions per minute",
+    height: 180,
+    x: { type: "time", min: Math.min(now - 1800, ...byMinute.keys()), max: now + 60, label: "time" },
+    y: { label: "actions", format: (v) => num(v), integer: true },
+    series: fams.map((f) => ({ name: f, color: FAMILY_COLORS[f] })),
+    bars: [...byMinute.entries()].map(([m, values]) => ({ x0: m, x1: m + 60, values, label: new Date(m * 1000).toLocaleTimeString("en-GB") })),
+    empty: "no admin actions yet",
+  });
+}
+
+function actionsTable(actions) {
+  return h("table", { class: "table", id: "audit-table" },
+    h("thead", {}, h("tr", {}, h("th", {}, "time"), h("th", {}, "action"), h("th", { class: "num" }, "count"), h("th", { class: "hide-narrow" }, "who"), h("th", {}, "details"))),
+    h("tbody", {}, actions.map((a) => h("tr", { "data-action": a.action },
+      h("td", { class: "nowrap" }, a.at ? new Date(a.at * 1000).toLocaleTimeString("en-GB") : "–"),
+      h("td", {}, h("span", { class: `badge ${family(a.action)}` }, a.action)),
+      h("td", { class: "num" }, a.count === undefined ? "" : num(a.count)),
+      h("td", { class: "hide-narrow mono" }, a.who || "–"),
+      h("td", { class: "mono details" }, details(a))))));
+}
+
 export function mount(root, { api }) {
   const filter = h("select", { id: "audit-filter" }, h("option", { value: "" }, "all actions"), ["cache", "threshold", "replicas", "corpus"].map((f) => h("option", { value: f }, f)));
   const chart = h("div", { class: "chart", id: "chart-audit" });
@@ -30,48 +63,13 @@ export function mount(root, { api }) {
   );
   let stopped = false;
   let timer = null;
-
-  function render(actions) {
-    const fams = Object.keys(FAMILY_COLORS);
-    const byMinute = new Map();
-    for (const a of actions) {
-      if (!a.at) continue;
-      const m = Math.floor(a.at / 60) * 60;
-      const row = byMinute.get(m) || fams.map(() => 0);
-      row[fams.indexOf(family(a.action))] += 1;
-      byMinute.set(m, row);
-    }
-    const now = Date.now() / 1000;
-    barChart(chart, {
-      label: "Admin actions per minute",
-      height: 180,
-      x: { type: "time", min: Math.min(now - 1800, ...byMinute.keys()), max: now + 60, label: "time" },
-      y: { label: "actions", format: (v) => num(v), integer: true },
-      series: fams.map((f) => ({ name: f, color: FAMILY_COLORS[f] })),
-      bars: [...byMinute.entries()].map(([m, values]) => ({ x0: m, x1: m + 60, values, label: new Date(m * 1000).toLocaleTimeString("en-GB") })),
-      empty: "no admin actions yet",
-    });
-    if (!actions.length) {
-      clear(list, message("No admin actions recorded yet in this gateway process.", "info"));
-      return;
-    }
-    clear(
-      list,
-      h("table", { class: "table", id: "audit-table" },
-        h("thead", {}, h("tr", {}, h("th", {}, "time"), h("th", {}, "action"), h("th", { class: "num" }, "count"), h("th", { class: "hide-narrow" }, "who"), h("th", {}, "details"))),
-        h("tbody", {}, actions.map((a) => h("tr", { "data-action": a.action },
-          h("td", { class: "nowrap" }, a.at ? new Date(a.at * 1000).toLocaleTimeString("en-GB") : "–"),
-          h("td", {}, h("span", { class: `badge ${family(a.action)}` }, a.action)),
-          h("td", { class: "num" }, a.count === undefined ? "" : num(a.count)),
-          h("td", { class: "hide-narrow mono" }, a.who || "–"),
-          h("td", { class: "mono details" }, details(a)))))),
-    );
-  }
-
   async function poll() {
     try {
-      const data = await api.get(`/admin/audit${query({ action: filter.value, limit: 200 })}`);
-      if (!stopped) render(data.actions);
+      const actions = (await api.get(`/admin/audit${query({ action: filter.value, limit: 200 })}`)).actions;
+      if (!stopped) {
+        actionsChart(chart, actions);
+        clear(list, actions.length ? actionsTable(actions) : message("No admin actions recorded yet in this gateway process.", "info"));
+      }
     } catch (err) {
       if (!stopped) clear(list, message(err.message, "error"));
     }

@@ -166,7 +166,7 @@ export function lineChart(container, opts) {
       svg.append(s("text", { x: MARGIN.left + sc.pw / 2, y: MARGIN.top + sc.ph / 2, "text-anchor": "middle", class: "empty" }, opts.empty || "no data yet"));
     }
     markers(svg, sc, opts.markers, height);
-    opts.series.forEach((sr, i) => {
+    for (const sr of opts.series) {
       let d = "";
       let pen = false;
       for (const [x, y] of sr.points) {
@@ -188,8 +188,7 @@ export function lineChart(container, opts) {
         g.append(c);
       }
       svg.append(g);
-      void i;
-    });
+    }
     for (const dot of opts.dots || []) {
       if (!Number.isFinite(dot.x) || !Number.isFinite(dot.y)) continue;
       const g = s("g", { class: "dot", "data-dot": dot.id || dot.label });

@@ -44,17 +44,7 @@ export function mount(root, ctx) {
   return search(body, ctx, showEntry);
 }
 
-async function openEntry({ api, toast }, panel, id, onDeleted = () => {}) {
-  panel.hidden = false;
-  clear(panel, h("p", { class: "note" }, "Loading…"));
-  let e;
-  try {
-    e = await api.get(`/admin/cache/entries/${encodeURIComponent(id)}`);
-  } catch (err) {
-    clear(panel, message(err.status === 404 ? "This entry is gone (expired, evicted or invalidated)." : err.message, "warn"));
-    return;
-  }
-  const usage = e.answer.usage || {};
+function deleteButtons(onConfirm) {
   const confirm = h("button", { id: "entry-delete-confirm", class: "danger", type: "button", hidden: true }, "Confirm delete");
   const del = h("button", { id: "entry-delete", class: "danger ghost", type: "button" }, "Delete…");
   del.addEventListener("click", () => {
@@ -63,19 +53,14 @@ async function openEntry({ api, toast }, panel, id, onDeleted = () => {}) {
   });
   confirm.addEventListener("click", async () => {
     confirm.disabled = true;
-    try {
-      await api.del(`/admin/cache/entries/${encodeURIComponent(id)}`);
-      toast("Entry deleted from both layers");
-      clear(panel, message("Deleted. The next identical or similar request is a miss.", "ok"));
-      panel.dataset.deleted = id;
-      onDeleted(id);
-    } catch (err) {
-      toast(err.message, "error");
-      confirm.disabled = false;
-    }
+    if (!(await onConfirm())) confirm.disabled = false;
   });
-  clear(
-    panel,
+  return [del, confirm];
+}
+
+function entryDetail(e, panel, onConfirm) {
+  const usage = e.answer.usage || {};
+  return [
     h("div", { class: "detail-head" }, h("h2", {}, "Entry"), h("button", { class: "ghost small", type: "button", onclick: () => (panel.hidden = true) }, "Close")),
     h("p", { class: "question", id: "entry-question" }, e.question || "(no question text)"),
     h("h3", {}, "Answer"),
@@ -93,13 +78,57 @@ async function openEntry({ api, toast }, panel, id, onDeleted = () => {}) {
       h("dt", {}, "Tokens"), h("dd", {}, `${num(usage.prompt_tokens)} prompt, ${num(usage.completion_tokens)} completion`),
       h("dt", {}, "Entry id"), h("dd", { class: "mono" }, e.id),
     ),
-    h("div", { class: "actions" }, del, confirm),
-  );
+    h("div", { class: "actions" }, deleteButtons(onConfirm)),
+  ];
+}
+
+// Load one entry into the detail panel; deleting it removes it from both layers.
+async function openEntry({ api, toast }, panel, id) {
+  panel.hidden = false;
+  clear(panel, h("p", { class: "note" }, "Loading…"));
+  let e;
+  try {
+    e = await api.get(`/admin/cache/entries/${encodeURIComponent(id)}`);
+  } catch (err) {
+    clear(panel, message(err.status === 404 ? "This entry is gone (expired, evicted or invalidated)." : err.message, "warn"));
+    return;
+  }
+  const onConfirm = async () => {
+    try {
+      await api.del(`/admin/cache/entries/${encodeURIComponent(id)}`);
+    } catch (err) {
+      toast(err.message, "error");
+      return false;
+    }
+    toast("Entry deleted from both layers");
+    clear(panel, message("Deleted. The next identical or similar request is a miss.", "ok"));
+    panel.dataset.deleted = id;
+    return true;
+  };
+  clear(panel, entryDetail(e, panel, onConfirm));
   panel.dataset.entry = id;
 }
 
-function search(body, ctx, showEntry) {
-  const { api } = ctx;
+function resultsTable(rows, ranked, showEntry) {
+  const now = Date.now() / 1000;
+  const trs = rows.map((e) =>
+    h(
+      "tr",
+      { class: "clickable", "data-entry-id": e.id, tabindex: "0", onclick: () => showEntry(e.id), onkeydown: (ev) => ev.key === "Enter" && showEntry(e.id) },
+      h("td", { class: "q" }, e.question || "(no text)"),
+      ranked ? h("td", {}, meter(e.similarity, { label: fixed(e.similarity, 3) })) : null,
+      h("td", { class: "num" }, num(e.hits)),
+      h("td", {}, duration(now - e.created_at)),
+      h("td", {}, e.tenant),
+      h("td", { class: "hide-narrow" }, e.model),
+    ),
+  );
+  return h("table", { class: "table" },
+    h("thead", {}, h("tr", {}, h("th", {}, "question"), ranked ? h("th", {}, "similarity") : null, h("th", { class: "num" }, "hits"), h("th", {}, "age"), h("th", {}, "tenant"), h("th", { class: "hide-narrow" }, "model"))),
+    h("tbody", {}, trs));
+}
+
+function search(body, { api }, showEntry) {
   const q = h("input", { id: "entry-query", type: "search", placeholder: "Search cached questions by meaning (empty: newest)", spellcheck: "false" });
   const tenant = h("input", { id: "entry-tenant", type: "text", placeholder: "any tenant", spellcheck: "false" });
   const results = h("div", { id: "entry-results" });
@@ -111,43 +140,17 @@ function search(body, ctx, showEntry) {
     h("button", { type: "submit" }, "Search"),
   );
   body.append(card("Cached questions", h("div", {}, form, results), { note: "With a question, entries are ranked by the similarity of their question to it (the semantic index)." }));
-
   async function run() {
+    const text = q.value.trim();
     clear(results, h("p", { class: "note" }, "Searching…"));
     try {
-      const data = await api.get(`/admin/cache/entries${query({ q: q.value.trim(), tenant: tenant.value.trim(), limit: 50 })}`);
-      render(data.entries, Boolean(q.value.trim()));
+      const data = await api.get(`/admin/cache/entries${query({ q: text, tenant: tenant.value.trim(), limit: 50 })}`);
+      const empty = message(text ? "No cached question is similar to that." : "The cache is empty.", "info");
+      clear(results, data.entries.length ? resultsTable(data.entries, Boolean(text), showEntry) : empty);
     } catch (err) {
       clear(results, message(err.message, "error"));
     }
   }
-
-  function render(rows, ranked) {
-    if (!rows.length) {
-      clear(results, message(ranked ? "No cached question is similar to that." : "The cache is empty.", "info"));
-      return;
-    }
-    const now = Date.now() / 1000;
-    const trs = rows.map((e) =>
-      h(
-        "tr",
-        { class: "clickable", "data-entry-id": e.id, tabindex: "0", onclick: () => showEntry(e.id), onkeydown: (ev) => ev.key === "Enter" && showEntry(e.id) },
-        h("td", { class: "q" }, e.question || "(no text)"),
-        ranked ? h("td", {}, meter(e.similarity, { label: fixed(e.similarity, 3) })) : null,
-        h("td", { class: "num" }, num(e.hits)),
-        h("td", {}, duration(now - e.created_at)),
-        h("td", {}, e.tenant),
-        h("td", { class: "hide-narrow" }, e.model),
-      ),
-    );
-    clear(
-      results,
-      h("table", { class: "table" },
-        h("thead", {}, h("tr", {}, h("th", {}, "question"), ranked ? h("th", {}, "similarity") : null, h("th", { class: "num" }, "hits"), h("th", {}, "age"), h("th", {}, "tenant"), h("th", { class: "hide-narrow" }, "model"))),
-        h("tbody", {}, trs)),
-    );
-  }
-
   form.addEventListener("submit", (ev) => {
     ev.preventDefault();
     run();
@@ -156,8 +159,27 @@ function search(body, ctx, showEntry) {
   return null;
 }
 
-function nearMisses(body, ctx, showEntry) {
-  const { api } = ctx;
+function nearMissCard(m, showEntry) {
+  const value = m.cut === "tau" ? m.score : m.similarity;
+  return h(
+    "article",
+    { class: "near", "data-entry-id": m.entry_id },
+    h("div", { class: "near-pair" },
+      h("div", {}, h("span", { class: "label" }, "asked"), h("p", { class: "q asked" }, m.question)),
+      h("div", {}, h("span", { class: "label" }, "nearly matched"), h("p", { class: "q cached" }, m.cached_question)),
+    ),
+    h("div", { class: "near-scores" },
+      h("span", {}, `cosine ${fixed(m.similarity)}`),
+      m.score !== null ? h("span", {}, `score ${fixed(m.score)}`) : null,
+      h("span", { class: "gap" }, `${m.cut === "tau" ? "τ" : "θ"} ${fixed(m.cutoff)} (−${fixed(m.gap)})`),
+      meter(value, { min: Math.max(0, m.cutoff - 0.25), max: Math.min(1, m.cutoff + 0.05), color: "#d97706", label: " ", mark: m.cutoff, markTitle: `cut-off ${fixed(m.cutoff)}` }),
+      h("span", { class: "note" }, `${m.tenant} · ${m.model} · ${ago(m.at)}`),
+      h("button", { class: "ghost small", type: "button", onclick: () => showEntry(m.entry_id) }, "Open cached entry"),
+    ),
+  );
+}
+
+function nearMisses(body, { api }, showEntry) {
   const margin = h("select", { id: "near-margin" }, ["0.10", "0.05", "0.02"].map((m) => h("option", { value: m }, `within ${m} of the cut-off`)));
   const list = h("div", { id: "near-misses", class: "near-list" });
   const refresh = h("button", { type: "button", class: "ghost" }, "Refresh");
@@ -170,40 +192,12 @@ function nearMisses(body, ctx, showEntry) {
   );
   async function load() {
     try {
-      const data = await api.get(`/admin/semantic/near-misses${query({ margin: margin.value, limit: 100 })}`);
-      render(data.near_misses);
+      const rows = (await api.get(`/admin/semantic/near-misses${query({ margin: margin.value, limit: 100 })}`)).near_misses;
+      list.dataset.count = String(rows.length);
+      clear(list, rows.length ? rows.map((m) => nearMissCard(m, showEntry)) : message("No near misses recorded yet in this gateway process.", "info"));
     } catch (err) {
       clear(list, message(err.message, "error"));
     }
-  }
-  function render(rows) {
-    if (!rows.length) {
-      clear(list, message("No near misses recorded yet in this gateway process.", "info"));
-      list.dataset.count = "0";
-      return;
-    }
-    list.dataset.count = String(rows.length);
-    clear(
-      list,
-      rows.map((m) =>
-        h(
-          "article",
-          { class: "near", "data-entry-id": m.entry_id },
-          h("div", { class: "near-pair" },
-            h("div", {}, h("span", { class: "label" }, "asked"), h("p", { class: "q asked" }, m.question)),
-            h("div", {}, h("span", { class: "label" }, "nearly matched"), h("p", { class: "q cached" }, m.cached_question)),
-          ),
-          h("div", { class: "near-scores" },
-            h("span", {}, `cosine ${fixed(m.similarity)}`),
-            m.score !== null ? h("span", {}, `score ${fixed(m.score)}`) : null,
-            h("span", { class: "gap" }, `${m.cut === "tau" ? "τ" : "θ"} ${fixed(m.cutoff)} (−${fixed(m.gap)})`),
-            meter(m.cut === "tau" ? m.score : m.similarity, { min: Math.max(0, m.cutoff - 0.25), max: Math.min(1, m.cutoff + 0.05), color: "#d97706", label: " ", mark: m.cutoff, markTitle: `cut-off ${fixed(m.cutoff)}` }),
-            h("span", { class: "note" }, `${m.tenant} · ${m.model} · ${ago(m.at)}`),
-            h("button", { class: "ghost small", type: "button", onclick: () => showEntry(m.entry_id) }, "Open cached entry"),
-          ),
-        ),
-      ),
-    );
   }
   margin.addEventListener("change", load);
   refresh.addEventListener("click", load);
@@ -211,86 +205,97 @@ function nearMisses(body, ctx, showEntry) {
   return null;
 }
 
-function invalidate(body, { api, toast }) {
-  const fields = {
-    tenant: h("input", { id: "inv-tenant", type: "text", spellcheck: "false" }),
-    model: h("input", { id: "inv-model", type: "text", spellcheck: "false" }),
-    namespace: h("input", { id: "inv-namespace", type: "text", spellcheck: "false" }),
-    older_than: h("input", { id: "inv-older", type: "number", min: "0", step: "1", placeholder: "seconds" }),
-    query: h("input", { id: "inv-query", type: "text", placeholder: "questions similar to…", spellcheck: "false" }),
-    min_similarity: h("input", { id: "inv-min-sim", type: "number", min: "0", max: "1", step: "0.01", placeholder: "default θ" }),
-  };
-  const dry = h("button", { id: "inv-dry-run", type: "submit" }, "Preview (dry run)");
-  const run = h("button", { id: "inv-run", type: "button", class: "danger", disabled: true }, "Invalidate");
-  const out = h("div", { id: "inv-result" });
-  let previewed = null;
+function plural(n) {
+  return `${n} ${n === 1 ? "entry" : "entries"}`;
+}
 
-  function spec() {
+function dryRunRows(rows) {
+  return h("table", { class: "table" },
+    h("thead", {}, h("tr", {}, h("th", {}, "question"), h("th", {}, "tenant"), h("th", {}, "model"), h("th", { class: "num" }, "hits"))),
+    h("tbody", {}, rows.map((e) => h("tr", { "data-entry-id": e.id }, h("td", { class: "q" }, e.question || "(no text)"), h("td", {}, e.tenant), h("td", {}, e.model), h("td", { class: "num" }, num(e.hits))))));
+}
+
+// Invalidate by filter: the remove button only acts on the filter a dry run just previewed.
+class Invalidate {
+  constructor(body, api, toast) {
+    this.api = api;
+    this.toast = toast;
+    this.previewed = null;
+    const input = (id, attrs = {}) => h("input", { id, type: "text", spellcheck: "false", ...attrs });
+    this.fields = {
+      tenant: input("inv-tenant"),
+      model: input("inv-model"),
+      namespace: input("inv-namespace"),
+      older_than: input("inv-older", { type: "number", min: "0", step: "1", placeholder: "seconds" }),
+      query: input("inv-query", { placeholder: "questions similar to…" }),
+      min_similarity: input("inv-min-sim", { type: "number", min: "0", max: "1", step: "0.01", placeholder: "default θ" }),
+    };
+    this.run = h("button", { id: "inv-run", type: "button", class: "danger", disabled: true }, "Invalidate");
+    this.out = h("div", { id: "inv-result" });
+    const f = this.fields;
+    const form = h(
+      "form",
+      { id: "inv-form" },
+      h("div", { class: "form-row wrap" }, h("label", { class: "field" }, "Tenant", f.tenant), h("label", { class: "field" }, "Model", f.model), h("label", { class: "field" }, "Namespace", f.namespace), h("label", { class: "field" }, "Older than (s)", f.older_than)),
+      h("div", { class: "form-row wrap" }, h("label", { class: "field grow" }, "Similar to", f.query), h("label", { class: "field" }, "Min similarity", f.min_similarity)),
+      h("div", { class: "actions" }, h("button", { id: "inv-dry-run", type: "submit" }, "Preview (dry run)"), this.run),
+    );
+    body.append(card("Invalidate by filter", h("div", {}, form, this.out), { note: "Every given condition must hold. A dry run lists what would go; only then can you remove it, from both layers, for every process." }));
+    for (const el of Object.values(f)) el.addEventListener("input", () => this.forget());
+    form.addEventListener("submit", (ev) => {
+      ev.preventDefault();
+      this.dryRun();
+    });
+    this.run.addEventListener("click", () => this.invalidate());
+  }
+
+  spec() {
     const s = {};
-    for (const [k, el] of Object.entries(fields)) {
+    for (const [k, el] of Object.entries(this.fields)) {
       const v = el.value.trim();
-      if (!v) continue;
-      s[k] = el.type === "number" ? Number(v) : v;
+      if (v) s[k] = el.type === "number" ? Number(v) : v;
     }
     return s;
   }
 
-  const form = h(
-    "form",
-    { id: "inv-form" },
-    h("div", { class: "form-row wrap" },
-      h("label", { class: "field" }, "Tenant", fields.tenant),
-      h("label", { class: "field" }, "Model", fields.model),
-      h("label", { class: "field" }, "Namespace", fields.namespace),
-      h("label", { class: "field" }, "Older than (s)", fields.older_than),
-    ),
-    h("div", { class: "form-row wrap" },
-      h("label", { class: "field grow" }, "Similar to", fields.query),
-      h("label", { class: "field" }, "Min similarity", fields.min_similarity),
-    ),
-    h("div", { class: "actions" }, dry, run),
-  );
-  body.append(card("Invalidate by filter", h("div", {}, form, out), { note: "Every given condition must hold. A dry run lists what would go; only then can you remove it, from both layers, for every process." }));
-
-  for (const el of Object.values(fields)) {
-    el.addEventListener("input", () => {
-      run.disabled = true;
-      previewed = null;
-    });
+  forget() {
+    this.run.disabled = true;
+    this.previewed = null;
   }
-  form.addEventListener("submit", async (ev) => {
-    ev.preventDefault();
-    const s = spec();
+
+  async dryRun() {
+    const s = this.spec();
     try {
-      const r = await api.post("/admin/cache/invalidate", { ...s, dry_run: true });
-      previewed = JSON.stringify(s);
-      run.disabled = r.count === 0;
-      run.textContent = `Invalidate ${r.count} ${r.count === 1 ? "entry" : "entries"}`;
+      const r = await this.api.post("/admin/cache/invalidate", { ...s, dry_run: true });
+      this.previewed = JSON.stringify(s);
+      this.run.disabled = r.count === 0;
+      this.run.textContent = `Invalidate ${plural(r.count)}`;
       const rows = r.entries || [];
       clear(
-        out,
+        this.out,
         h("p", { class: "msg info", id: "inv-count", "data-count": String(r.count) }, `${r.count} ${r.count === 1 ? "entry matches" : "entries match"}.`),
-        rows.length
-          ? h("table", { class: "table" }, h("thead", {}, h("tr", {}, h("th", {}, "question"), h("th", {}, "tenant"), h("th", {}, "model"), h("th", { class: "num" }, "hits"))),
-            h("tbody", {}, rows.map((e) => h("tr", { "data-entry-id": e.id }, h("td", { class: "q" }, e.question || "(no text)"), h("td", {}, e.tenant), h("td", {}, e.model), h("td", { class: "num" }, num(e.hits))))))
-          : null,
+        rows.length ? dryRunRows(rows) : null,
       );
     } catch (err) {
-      clear(out, message(err.message, "error"));
+      clear(this.out, message(err.message, "error"));
     }
-  });
-  run.addEventListener("click", async () => {
-    const s = spec();
-    if (previewed !== JSON.stringify(s)) return;
-    run.disabled = true;
+  }
+
+  async invalidate() {
+    const s = this.spec();
+    if (this.previewed !== JSON.stringify(s)) return;
+    this.forget();
     try {
-      const r = await api.post("/admin/cache/invalidate", { ...s, dry_run: false });
-      toast(`Invalidated ${r.count} ${r.count === 1 ? "entry" : "entries"}`);
-      clear(out, h("p", { class: "msg ok", id: "inv-done", "data-count": String(r.count) }, `Removed ${r.count} ${r.count === 1 ? "entry" : "entries"} from both layers.`));
-      previewed = null;
+      const r = await this.api.post("/admin/cache/invalidate", { ...s, dry_run: false });
+      this.toast(`Invalidated ${plural(r.count)}`);
+      clear(this.out, h("p", { class: "msg ok", id: "inv-done", "data-count": String(r.count) }, `Removed ${plural(r.count)} from both layers.`));
     } catch (err) {
-      clear(out, message(err.message, "error"));
+      clear(this.out, message(err.message, "error"));
     }
-  });
+  }
+}
+
+function invalidate(body, { api, toast }) {
+  new Invalidate(body, api, toast);
   return null;
 }

@@ -61,62 +61,77 @@ function replicaCard(r) {
   );
 }
 
-export function mount(root, { api }) {
-  const kpis = h("div", { class: "kpis", id: "kpis" });
-  const hitChart = h("div", { class: "chart", id: "chart-hit-rate" });
-  const outcomeChart = h("div", { class: "chart", id: "chart-outcomes" });
-  const savedChart = h("div", { class: "chart", id: "chart-saved" });
-  const prefixChart = h("div", { class: "chart", id: "chart-prefix" });
-  const replicas = h("div", { class: "replicas", id: "replicas" });
-  const status = h("p", { class: "note", id: "overview-status" }, "Loading…");
-  root.append(
-    h("div", { class: "page-head" }, h("h1", {}, "Overview"), status),
-    kpis,
-    h("div", { class: "grid two" },
-      card("Hit rate by layer", hitChart, { note: "Share of requests answered by each cache layer, per interval." }),
-      card("Requests by outcome", outcomeChart, { note: "X-Deja-Cache of every request, per interval." }),
-      card("Saved by the cache", savedChart, { note: "Completion tokens served from cache per interval (model time saved in the tooltip)." }),
-      card("Prefix-cache hit rate by replica", prefixChart, { note: "vLLM prefix-cache hits / queries (tokens), per interval." }),
-    ),
-    card("Replicas", replicas, { note: "Health probes, circuit breakers, in-flight requests, and the replicas' own metrics." }),
-  );
+function timeAxis(tl) {
+  const points = tl.points;
+  const now = Date.now() / 1000;
+  const span = tl.interval * 30; // at least 30 intervals wide, then as long as the history
+  const first = points.length ? points[0].at - (points[0].seconds || tl.interval) : now;
+  const last = points.length ? points[points.length - 1].at : now;
+  return { type: "time", min: Math.min(first, now - span), max: Math.max(now, last), label: "time" };
+}
 
-  let stopped = false;
-  let timer = null;
-  async function refresh() {
-    try {
-      const [tl, rep] = await Promise.all([api.get("/admin/timeline"), api.get("/admin/replicas")]);
-      if (stopped) return;
-      render(tl, rep);
-      status.textContent = `Updated ${new Date().toLocaleTimeString("en-GB")} · one point every ${tl.interval} s · this gateway process`;
-    } catch (err) {
-      if (!stopped) status.textContent = `Update failed: ${err.message}`;
-    }
-    if (!stopped) timer = setTimeout(refresh, POLL_MS);
+class Overview {
+  constructor(root, api) {
+    this.api = api;
+    this.stopped = false;
+    this.timer = null;
+    this.kpis = h("div", { class: "kpis", id: "kpis" });
+    this.hitChart = h("div", { class: "chart", id: "chart-hit-rate" });
+    this.outcomeChart = h("div", { class: "chart", id: "chart-outcomes" });
+    this.savedChart = h("div", { class: "chart", id: "chart-saved" });
+    this.prefixChart = h("div", { class: "chart", id: "chart-prefix" });
+    this.replicas = h("div", { class: "replicas", id: "replicas" });
+    this.status = h("p", { class: "note", id: "overview-status" }, "Loading…");
+    root.append(
+      h("div", { class: "page-head" }, h("h1", {}, "Overview"), this.status),
+      this.kpis,
+      h("div", { class: "grid two" },
+        card("Hit rate by layer", this.hitChart, { note: "Share of requests answered by each cache layer, per interval." }),
+        card("Requests by outcome", this.outcomeChart, { note: "X-Deja-Cache of every request, per interval." }),
+        card("Saved by the cache", this.savedChart, { note: "Completion tokens served from cache per interval (model time saved in the tooltip)." }),
+        card("Prefix-cache hit rate by replica", this.prefixChart, { note: "vLLM prefix-cache hits / queries (tokens), per interval." }),
+      ),
+      card("Replicas", this.replicas, { note: "Health probes, circuit breakers, in-flight requests, and the replicas' own metrics." }),
+    );
   }
 
-  function render(tl, rep) {
-    const t = tl.totals;
+  async refresh() {
+    try {
+      const [tl, rep] = await Promise.all([this.api.get("/admin/timeline"), this.api.get("/admin/replicas")]);
+      if (this.stopped) return;
+      this.renderKpis(tl.totals);
+      this.renderCharts(tl, rep.replicas.map((r) => r.name));
+      this.renderReplicas(rep);
+      this.status.textContent = `Updated ${new Date().toLocaleTimeString("en-GB")} · one point every ${tl.interval} s · this gateway process`;
+    } catch (err) {
+      if (!this.stopped) this.status.textContent = `Update failed: ${err.message}`;
+    }
+    if (!this.stopped) this.timer = setTimeout(() => this.refresh(), POLL_MS);
+  }
+
+  renderKpis(t) {
     const o = t.outcomes;
     const hits = (o.exact || 0) + (o.semantic || 0);
+    const share = (n) => pct(t.requests ? n / t.requests : null);
     clear(
-      kpis,
+      this.kpis,
       kpi("requests", "Requests", num(t.requests), "since start"),
-      kpi("hit-rate", "Hit rate", pct(t.requests ? hits / t.requests : null), `${num(hits)} answered from cache`),
-      kpi("exact", "Exact hits", num(o.exact || 0), pct(t.requests ? (o.exact || 0) / t.requests : null)),
-      kpi("semantic", "Semantic hits", num(o.semantic || 0), pct(t.requests ? (o.semantic || 0) / t.requests : null)),
+      kpi("hit-rate", "Hit rate", share(hits), `${num(hits)} answered from cache`),
+      kpi("exact", "Exact hits", num(o.exact || 0), share(o.exact || 0)),
+      kpi("semantic", "Semantic hits", num(o.semantic || 0), share(o.semantic || 0)),
       kpi("tokens-saved", "Tokens saved", num(t.tokens_saved), "completion tokens"),
       kpi("time-saved", "Model time saved", duration(t.seconds_saved), "decode time"),
     );
+  }
+
+  renderCharts(tl, names) {
     const points = tl.points;
-    const now = Date.now() / 1000;
-    const span = tl.interval * 30; // at least 30 intervals wide, then as long as the history
-    const xmin = points.length ? Math.min(points[0].at - (points[0].seconds || tl.interval), now - span) : now - span;
-    const x = { type: "time", min: xmin, max: points.length ? Math.max(now, points[points.length - 1].at) : now, label: "time" };
-    lineChart(hitChart, { label: "Hit rate by layer over time", x, y: { min: 0, max: 1, format: (v) => `${Math.round(v * 100)}%`, label: "hit rate" }, series: hitRates(points), empty: "no requests yet" });
+    const x = timeAxis(tl);
+    const percent = { min: 0, max: 1, format: (v) => `${Math.round(v * 100)}%`, label: "hit rate" };
+    lineChart(this.hitChart, { label: "Hit rate by layer over time", x, y: percent, series: hitRates(points), empty: "no requests yet" });
     const ob = outcomeBars(points, tl.interval);
-    barChart(outcomeChart, { label: "Requests by outcome over time", x, y: { label: "requests", format: (v) => num(v), integer: true }, series: ob.series, bars: ob.bars, empty: "no requests yet" });
-    barChart(savedChart, {
+    barChart(this.outcomeChart, { label: "Requests by outcome over time", x, y: { label: "requests", format: (v) => num(v), integer: true }, series: ob.series, bars: ob.bars, empty: "no requests yet" });
+    barChart(this.savedChart, {
       label: "Tokens saved over time",
       x,
       y: { label: "tokens", format: (v) => num(v), integer: true },
@@ -125,20 +140,31 @@ export function mount(root, { api }) {
       legend: false,
       empty: "nothing served from cache yet",
     });
-    const names = rep.replicas.map((r) => r.name);
-    lineChart(prefixChart, {
+    lineChart(this.prefixChart, {
       label: "Prefix-cache hit rate by replica over time",
       x,
-      y: { min: 0, max: 1, format: (v) => `${Math.round(v * 100)}%`, label: "hit rate" },
+      y: percent,
       series: names.map((n, i) => ({ name: n, color: REPLICA_COLORS[i % REPLICA_COLORS.length], points: points.map((p) => [p.at, p.prefix_hit_rate[n] ?? null]) })),
       empty: "no prefix-cache traffic yet",
     });
-    clear(replicas, rep.replicas.length ? rep.replicas.map(replicaCard) : message("No replicas configured.", "warn"), h("p", { class: "note" }, `Routing: ${rep.policy} (ε = ${rep.epsilon})`));
   }
 
-  refresh();
-  return () => {
-    stopped = true;
-    clearTimeout(timer);
-  };
+  renderReplicas(rep) {
+    clear(
+      this.replicas,
+      rep.replicas.length ? rep.replicas.map(replicaCard) : message("No replicas configured.", "warn"),
+      h("p", { class: "note" }, `Routing: ${rep.policy} (ε = ${rep.epsilon})`),
+    );
+  }
+
+  stop() {
+    this.stopped = true;
+    clearTimeout(this.timer);
+  }
+}
+
+export function mount(root, { api }) {
+  const page = new Overview(root, api);
+  page.refresh();
+  return () => page.stop();
 }

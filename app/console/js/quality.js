@@ -91,189 +91,215 @@ function changeOf(what, level, name, value) {
   return what === "precision" ? { precision: inner } : inner;
 }
 
-export function mount(root, { api, toast }) {
-  const simChart = h("div", { class: "chart", id: "chart-similarity" });
-  const scoreChart = h("div", { class: "chart", id: "chart-score" });
-  const calChart = h("div", { class: "chart", id: "chart-calibration" });
-  const shadowBox = h("div", {});
-  const levelsBox = h("div", {});
-  const status = h("p", { class: "note", id: "quality-status" }, "Loading…");
-  const histNote = h("p", { class: "note" }, "");
+const IDLE = "Move the value to see what it would serve.";
 
-  const what = h("select", { id: "setting-what" }, h("option", { value: "precision" }, "precision target"), h("option", { value: "theta" }, "θ (cosine floor)"));
-  const level = h("select", { id: "setting-level" }, h("option", { value: "global" }, "global"), h("option", { value: "tenant" }, "one tenant"), h("option", { value: "model" }, "one model"));
-  const name = h("input", { id: "setting-name", type: "text", placeholder: "tenant or model name", spellcheck: "false" });
-  const range = h("input", { id: "setting-range", type: "range", min: "0.5", max: "1", step: "0.005" });
-  const value = h("input", { id: "setting-value", type: "number", min: "0", max: "1", step: "0.005", inputmode: "decimal" });
-  const previewBox = h("div", { id: "preview", class: "preview", "aria-live": "polite" }, h("p", { class: "note" }, "Move the value to see what it would serve."));
-  const save = h("button", { id: "setting-save", type: "button", disabled: true }, "Save");
-  const nameRow = h("label", { class: "field", hidden: true }, "Name", name);
-
-  let sem = null;
-  let proposedTau = null;
-  let stopped = false;
-  let timer = null;
-
-  root.append(
-    h("div", { class: "page-head" }, h("h1", {}, "Quality"), status),
-    h("div", { class: "grid two" },
-      card("Similarity of recent lookups", h("div", {}, simChart, histNote), { note: "Best cached candidate's cosine similarity per lookup; θ is the candidates' floor." }),
-      card("Verifier decision score", scoreChart, { note: "Best candidate's decision score per verified lookup; τ is the cut-off for the precision target." }),
-      card("Calibration curve", calChart, { note: "Measured on held-out labelled pairs (calibration.json): precision and hit rate at each cut-off; the dot is the current setting." }),
-      card("Live precision", shadowBox, { note: "Shadow checks: a sample of semantic hits re-asked to the model and compared." }),
+function previewLines(p, isTheta) {
+  const cur = p.current;
+  const pro = p.proposed;
+  const lines = [
+    h("div", { class: "preview-line", id: "preview-traffic" },
+      h("strong", {}, "Recent traffic: "),
+      p.lookups
+        ? [`current ${pct(cur.hit_rate)} → `, h("span", { class: "proposed", id: "preview-proposed" }, `proposed ${pct(pro.hit_rate)}`), ` of the last ${num(p.lookups)} semantic lookups`, pro.unknown ? ` (${num(pro.unknown)} never verified, not counted as hits)` : ""]
+        : h("span", { id: "preview-proposed" }, "no semantic lookups recorded yet in this process"),
     ),
-    card(
-      "Set θ or the precision target",
-      h("div", { class: "setter" },
-        h("div", { class: "form-row" },
-          h("label", { class: "field" }, "Setting", what),
-          h("label", { class: "field" }, "Level", level),
-          nameRow,
-        ),
-        h("div", { class: "form-row" }, h("label", { class: "field grow" }, "Value", range), h("label", { class: "field" }, "", value), save),
-        previewBox,
-        h("h3", {}, "Current values"),
-        levelsBox,
-      ),
-      { note: "Nothing changes until you save; the preview replays the recent lookups of this process under the new value.", cls: "wide" },
-    ),
-  );
+  ];
+  if (p.calibration) {
+    const c = p.calibration.proposed;
+    const text = c.tau === null
+      ? `a ${pct(c.target, 0)} target was never reached on the calibration pairs: no semantic hits`
+      : `target ${pct(c.target, 0)} → τ ${fixed(c.tau)}, hit rate ${pct(c.hit_rate)} of duplicates on the held-out pairs (now ${pct(p.calibration.current.hit_rate)})`;
+    lines.push(h("div", { class: "preview-line", id: "preview-calibration" }, h("strong", {}, "Calibration: "), text));
+  }
+  if (isTheta) lines.push(h("div", { class: "preview-line" }, h("strong", {}, "θ: "), `${fixed(p.theta.current)} → ${fixed(p.theta.proposed)}`));
+  return lines;
+}
 
-  function resolved() {
-    if (!sem) return null;
-    const levels = what.value === "precision" ? sem.precision : sem.theta;
-    const n = name.value.trim();
-    if (level.value === "tenant" && n in levels.tenants) return levels.tenants[n];
-    if (level.value === "model" && n in levels.models) return levels.models[n];
+// The form that sets θ or the precision target, with its preview.
+class Setter {
+  constructor(api, toast, onSaved, onPreview) {
+    this.api = api;
+    this.toast = toast;
+    this.onSaved = onSaved;
+    this.onPreview = onPreview;
+    this.sem = null;
+    this.what = h("select", { id: "setting-what" }, h("option", { value: "precision" }, "precision target"), h("option", { value: "theta" }, "θ (cosine floor)"));
+    this.level = h("select", { id: "setting-level" }, h("option", { value: "global" }, "global"), h("option", { value: "tenant" }, "one tenant"), h("option", { value: "model" }, "one model"));
+    this.name = h("input", { id: "setting-name", type: "text", placeholder: "tenant or model name", spellcheck: "false" });
+    this.range = h("input", { id: "setting-range", type: "range", min: "0.5", max: "1", step: "0.005" });
+    this.value = h("input", { id: "setting-value", type: "number", min: "0", max: "1", step: "0.005", inputmode: "decimal" });
+    this.preview = h("div", { id: "preview", class: "preview", "aria-live": "polite" }, h("p", { class: "note" }, IDLE));
+    this.save = h("button", { id: "setting-save", type: "button", disabled: true }, "Save");
+    this.nameRow = h("label", { class: "field", hidden: true }, "Name", this.name);
+    this.levels = h("div", {});
+    const later = debounce(() => this.runPreview(), 150);
+    for (const el of [this.what, this.level]) el.addEventListener("change", () => this.reset());
+    this.name.addEventListener("input", () => this.reset());
+    this.range.addEventListener("input", () => { this.value.value = this.range.value; later(); });
+    this.value.addEventListener("input", () => { this.range.value = this.value.value; later(); });
+    this.save.addEventListener("click", () => this.store());
+  }
+
+  element() {
+    return h("div", { class: "setter" },
+      h("div", { class: "form-row" }, h("label", { class: "field" }, "Setting", this.what), h("label", { class: "field" }, "Level", this.level), this.nameRow),
+      h("div", { class: "form-row" }, h("label", { class: "field grow" }, "Value", this.range), h("label", { class: "field" }, "", this.value), this.save),
+      this.preview,
+      h("h3", {}, "Current values"),
+      this.levels,
+    );
+  }
+
+  update(sem) {
+    const first = this.sem === null;
+    this.sem = sem;
+    clear(this.levels, levelsTable(sem, (w, l, n) => this.removeOverride(w, l, n)));
+    if (first) this.reset();
+  }
+
+  scope() {
+    return { what: this.what.value, level: this.level.value, name: this.name.value.trim() };
+  }
+
+  // The value in force at the chosen level: its override, else the global value.
+  resolved() {
+    const { what, level, name } = this.scope();
+    const levels = what === "precision" ? this.sem.precision : this.sem.theta;
+    if (level === "tenant" && name in levels.tenants) return levels.tenants[name];
+    if (level === "model" && name in levels.models) return levels.models[name];
     return levels.global;
   }
 
-  function syncBounds() {
-    const isPrecision = what.value === "precision";
-    for (const el of [range, value]) {
+  reset() {
+    const isPrecision = this.what.value === "precision";
+    for (const el of [this.range, this.value]) {
       el.min = isPrecision ? "0.5" : "0.3";
       el.max = "1";
       el.step = isPrecision ? "0.01" : "0.005";
     }
-    nameRow.hidden = level.value === "global";
-    const v = resolved();
-    if (v !== null) {
-      range.value = String(v);
-      value.value = String(v);
+    this.nameRow.hidden = this.level.value === "global";
+    if (this.sem) {
+      this.range.value = String(this.resolved());
+      this.value.value = String(this.resolved());
     }
-    save.disabled = true;
-    clear(previewBox, h("p", { class: "note" }, "Move the value to see what it would serve."));
-    proposedTau = null;
+    this.save.disabled = true;
+    clear(this.preview, h("p", { class: "note" }, IDLE));
+    this.onPreview(null);
   }
 
-  const runPreview = debounce(async () => {
-    const v = Number(value.value);
+  async runPreview() {
+    const v = Number(this.value.value);
+    const { what, level, name } = this.scope();
     if (!Number.isFinite(v)) return;
-    if (level.value !== "global" && !name.value.trim()) {
-      clear(previewBox, message("Name the tenant or model first.", "warn"));
+    if (level !== "global" && !name) {
+      clear(this.preview, message("Name the tenant or model first.", "warn"));
       return;
     }
-    const change = changeOf(what.value, level.value, name.value.trim(), v);
-    const q = level.value === "tenant" ? `?tenant=${encodeURIComponent(name.value.trim())}` : level.value === "model" ? `?model=${encodeURIComponent(name.value.trim())}` : "";
-    previewBox.dataset.state = "loading";
+    const q = level === "global" ? "" : `?${level}=${encodeURIComponent(name)}`;
+    this.preview.dataset.state = "loading";
     try {
-      const p = await api.post(`/admin/threshold/preview${q}`, change);
-      renderPreview(p, v);
-      save.disabled = false;
+      const p = await this.api.post(`/admin/threshold/preview${q}`, changeOf(what, level, name, v));
+      clear(this.preview, previewLines(p, what === "theta"));
+      Object.assign(this.preview.dataset, { state: "ready", value: String(v), current: String(p.current.hit_rate), proposed: String(p.proposed.hit_rate) });
+      this.onPreview(p.calibration ? p.calibration.proposed.tau : null);
+      this.save.disabled = false;
     } catch (err) {
-      clear(previewBox, message(err.message, "error"));
-      previewBox.dataset.state = "error";
+      clear(this.preview, message(err.message, "error"));
+      this.preview.dataset.state = "error";
     }
-  }, 150);
+  }
 
-  function renderPreview(p, v) {
-    const cur = p.current;
-    const pro = p.proposed;
-    const rows = [
-      h("div", { class: "preview-line", id: "preview-traffic" },
-        h("strong", {}, "Recent traffic: "),
-        p.lookups
-          ? [`current ${pct(cur.hit_rate)} → `, h("span", { class: "proposed", id: "preview-proposed" }, `proposed ${pct(pro.hit_rate)}`), ` of the last ${num(p.lookups)} semantic lookups`, pro.unknown ? ` (${num(pro.unknown)} never verified, not counted as hits)` : ""]
-          : h("span", { id: "preview-proposed" }, "no semantic lookups recorded yet in this process"),
+  async store() {
+    const v = Number(this.value.value);
+    const { what, level, name } = this.scope();
+    this.save.disabled = true;
+    try {
+      await this.api.put("/admin/threshold", changeOf(what, level, name, v));
+      this.toast(`Saved: ${what === "precision" ? "precision target" : "θ"} ${level === "global" ? "(global)" : `for ${level} ${name}`} = ${v}`);
+      await this.onSaved();
+    } catch (err) {
+      this.toast(err.message, "error");
+      this.save.disabled = false;
+    }
+  }
+
+  async removeOverride(what, level, name) {
+    const key = level === "tenant" ? "tenants" : "models";
+    const change = what === "precision" ? { precision: { [key]: { [name]: null } } } : { [key]: { [name]: null } };
+    try {
+      await this.api.put("/admin/threshold", change);
+      this.toast(`Removed the ${what} override for ${level} ${name}`);
+      await this.onSaved();
+    } catch (err) {
+      this.toast(err.message, "error");
+    }
+  }
+}
+
+class QualityPage {
+  constructor(root, api, toast) {
+    this.api = api;
+    this.stopped = false;
+    this.timer = null;
+    this.sem = null;
+    this.proposedTau = null;
+    this.simChart = h("div", { class: "chart", id: "chart-similarity" });
+    this.scoreChart = h("div", { class: "chart", id: "chart-score" });
+    this.calChart = h("div", { class: "chart", id: "chart-calibration" });
+    this.shadowBox = h("div", {});
+    this.status = h("p", { class: "note", id: "quality-status" }, "Loading…");
+    this.histNote = h("p", { class: "note" }, "");
+    this.setter = new Setter(api, toast, () => this.load(), (tau) => this.showProposed(tau));
+    root.append(
+      h("div", { class: "page-head" }, h("h1", {}, "Quality"), this.status),
+      h("div", { class: "grid two" },
+        card("Similarity of recent lookups", h("div", {}, this.simChart, this.histNote), { note: "Best cached candidate's cosine similarity per lookup; θ is the candidates' floor." }),
+        card("Verifier decision score", this.scoreChart, { note: "Best candidate's decision score per verified lookup; τ is the cut-off for the precision target." }),
+        card("Calibration curve", this.calChart, { note: "Measured on held-out labelled pairs (calibration.json): precision and hit rate at each cut-off; the dot is the current setting." }),
+        card("Live precision", this.shadowBox, { note: "Shadow checks: a sample of semantic hits re-asked to the model and compared." }),
       ),
-    ];
-    if (p.calibration) {
-      const c = p.calibration.proposed;
-      proposedTau = c.tau;
-      rows.push(h("div", { class: "preview-line", id: "preview-calibration" }, h("strong", {}, "Calibration: "), c.tau === null ? `a ${pct(c.target, 0)} target was never reached on the calibration pairs: no semantic hits` : `target ${pct(c.target, 0)} → τ ${fixed(c.tau)}, hit rate ${pct(c.hit_rate)} of duplicates on the held-out pairs (now ${pct(p.calibration.current.hit_rate)})`));
-    }
-    if (what.value === "theta") rows.push(h("div", { class: "preview-line" }, h("strong", {}, "θ: "), `${fixed(p.theta.current)} → ${fixed(p.theta.proposed)}`));
-    clear(previewBox, rows);
-    previewBox.dataset.state = "ready";
-    previewBox.dataset.value = String(v);
-    previewBox.dataset.current = String(cur.hit_rate);
-    previewBox.dataset.proposed = String(pro.hit_rate);
-    if (sem && sem.calibration) calibrationChart(calChart, sem.calibration, proposedTau);
+      card("Set θ or the precision target", this.setter.element(), { note: "Nothing changes until you save; the preview replays the recent lookups of this process under the new value.", cls: "wide" }),
+    );
   }
 
-  async function saveSetting() {
-    const v = Number(value.value);
-    const change = changeOf(what.value, level.value, name.value.trim(), v);
-    save.disabled = true;
+  showProposed(tau) {
+    this.proposedTau = tau;
+    if (this.sem && this.sem.calibration) calibrationChart(this.calChart, this.sem.calibration, tau);
+  }
+
+  async load() {
+    const [s, lk] = await Promise.all([this.api.get("/admin/semantic"), this.api.get("/admin/semantic/lookups")]);
+    if (this.stopped) return;
+    this.sem = s;
+    this.status.textContent = s.enabled
+      ? `Verifier: ${s.verifier ? s.verifier.model_id : "off (cosine alone at θ)"} · precision target ${fixed(s.precision.global, 2)} · θ ${fixed(s.theta.global, 3)} · updated ${new Date().toLocaleTimeString("en-GB")}`
+      : "The semantic layer is off on this gateway (DEJA_SEMANTIC_ENABLED).";
+    histogram(this.simChart, lk.similarity, { label: "cosine similarity", marker: lk.theta, markerLabel: "θ", color: THETA, empty: "no semantic lookups yet" });
+    histogram(this.scoreChart, lk.score, { label: "decision score", marker: lk.tau, markerLabel: "τ", color: TAU, empty: lk.verified ? "no verified lookups yet" : "the verifier is off" });
+    this.histNote.textContent = `${num(lk.lookups)} recent lookups, ${num(lk.no_candidate)} found no cached question in scope.`;
+    if (s.calibration) calibrationChart(this.calChart, s.calibration, this.proposedTau);
+    else clear(this.calChart, message("No calibration table: the verifier is off.", "warn"));
+    clear(this.shadowBox, shadowCard(s.shadow));
+    this.setter.update(s);
+  }
+
+  async poll() {
     try {
-      await api.put("/admin/threshold", change);
-      toast(`Saved: ${what.value === "precision" ? "precision target" : "θ"} ${level.value === "global" ? "(global)" : `for ${level.value} ${name.value.trim()}`} = ${v}`);
-      await load();
+      await this.load();
     } catch (err) {
-      toast(err.message, "error");
-      save.disabled = false;
+      if (!this.stopped) this.status.textContent = `Update failed: ${err.message}`;
     }
+    if (!this.stopped) this.timer = setTimeout(() => this.poll(), POLL_MS);
   }
 
-  async function remove(w, lvl, n) {
-    const key = lvl === "tenant" ? "tenants" : "models";
-    const change = w === "precision" ? { precision: { [key]: { [n]: null } } } : { [key]: { [n]: null } };
-    try {
-      await api.put("/admin/threshold", change);
-      toast(`Removed the ${w} override for ${lvl} ${n}`);
-      await load();
-    } catch (err) {
-      toast(err.message, "error");
-    }
+  stop() {
+    this.stopped = true;
+    clearTimeout(this.timer);
   }
+}
 
-  for (const el of [what, level]) el.addEventListener("change", syncBounds);
-  name.addEventListener("input", () => { syncBounds(); });
-  range.addEventListener("input", () => { value.value = range.value; runPreview(); });
-  value.addEventListener("input", () => { range.value = value.value; runPreview(); });
-  save.addEventListener("click", saveSetting);
-
-  async function load() {
-    const [s, lk] = await Promise.all([api.get("/admin/semantic"), api.get("/admin/semantic/lookups")]);
-    if (stopped) return;
-    const first = sem === null;
-    sem = s;
-    if (!s.enabled) {
-      status.textContent = "The semantic layer is off on this gateway (DEJA_SEMANTIC_ENABLED).";
-    } else {
-      status.textContent = `Verifier: ${s.verifier ? s.verifier.model_id : "off (cosine alone at θ)"} · precision target ${fixed(s.precision.global, 2)} · θ ${fixed(s.theta.global, 3)} · updated ${new Date().toLocaleTimeString("en-GB")}`;
-    }
-    histogram(simChart, lk.similarity, { label: "cosine similarity", marker: lk.theta, markerLabel: "θ", color: THETA, empty: "no semantic lookups yet" });
-    histogram(scoreChart, lk.score, { label: "decision score", marker: lk.tau, markerLabel: "τ", color: TAU, empty: lk.verified ? "no verified lookups yet" : "the verifier is off" });
-    histNote.textContent = `${num(lk.lookups)} recent lookups, ${num(lk.no_candidate)} found no cached question in scope.`;
-    if (s.calibration) calibrationChart(calChart, s.calibration, proposedTau);
-    else clear(calChart, message("No calibration table: the verifier is off.", "warn"));
-    clear(shadowBox, shadowCard(s.shadow));
-    clear(levelsBox, levelsTable(s, remove));
-    if (first) syncBounds();
-  }
-
-  async function poll() {
-    try {
-      await load();
-    } catch (err) {
-      if (!stopped) status.textContent = `Update failed: ${err.message}`;
-    }
-    if (!stopped) timer = setTimeout(poll, POLL_MS);
-  }
-  poll();
-  return () => {
-    stopped = true;
-    clearTimeout(timer);
-  };
+export function mount(root, { api, toast }) {
+  const page = new QualityPage(root, api, toast);
+  page.poll();
+  return () => page.stop();
 }
