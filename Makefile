@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 RUNTIME_STAMP := $(VENV)/.deja-runtime
 DEV_STAMP := $(VENV)/.deja-dev
 
-.PHONY: run test lint typecheck unit install dev bench clean redis-server prometheus help verifier test-st
+.PHONY: run test lint typecheck unit install dev bench clean redis-server prometheus chromium help verifier test-st
 .DEFAULT_GOAL := help
 
 help:
@@ -57,7 +57,15 @@ prometheus:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
 	    --no-install-recommends prometheus >/dev/null; }
 
-test: $(DEV_STAMP) redis-server prometheus lint typecheck
+# The console's browser tests drive Debian's chromium through Playwright (executable_path): no
+# browser is downloaded, so the distribution's binary must exist.
+chromium:
+	@command -v chromium >/dev/null || { \
+	  echo "chromium not found: installing it with apt-get"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	    --no-install-recommends chromium fonts-liberation >/dev/null; }
+
+test: $(DEV_STAMP) redis-server prometheus chromium lint typecheck
 	$(BIN)/pytest
 
 # The verifier's training needs PyTorch (the deja[train] extra): it gets its own venv so the

@@ -5,6 +5,7 @@ here, in reverse order, by one ``AsyncExitStack``. The gateway closes only what 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import signal
 import threading
@@ -37,7 +38,10 @@ from deja.corpus.service import Corpora
 from deja.datadir import DataDirLock
 from deja.errors import CacheUnavailableError
 from deja.observability.accesslog import AccessLog
+from deja.observability.audit import AuditTrail
+from deja.observability.lookups import RecentLookups
 from deja.observability.metrics import Metrics
+from deja.observability.timeline import Timeline, read_counts
 from deja.observability.tracing import Tracing
 from deja.replicas.discovery import ModelDiscovery
 from deja.replicas.health import HealthMonitor
@@ -80,9 +84,13 @@ class Gateway:
     threshold_store: ThresholdStore
     metrics: Metrics
     monitor: HealthMonitor
+    #: The console's views of recent traffic, lookups and admin actions (this process only).
+    timeline: Timeline
+    recent: RecentLookups
     reload: Callable[[], Settings] | None = None
     background: BackgroundTasks = field(default_factory=BackgroundTasks)
     corpora: Corpora | None = None
+    audit_trail: AuditTrail = field(default_factory=AuditTrail)
 
     @property
     def pool(self) -> ReplicaPool:
@@ -154,10 +162,11 @@ class Gateway:
         flights = Flights() if settings.single_flight and exact is not None else None
         if flights is not None:
             stack.push_async_callback(flights.close)
+        recent = RecentLookups()
         pipeline = Pipeline(
             exact=exact,
             upstream=replicas.upstream,
-            semantic=semantic_step(settings, parts, thresholds, metrics, background),
+            semantic=semantic_step(settings, parts, thresholds, metrics, background, recent),
             temporal=temporal_detector(settings),
             prefix=prefix,
             observability=Observability(metrics, tracing, access_log),
@@ -181,6 +190,11 @@ class Gateway:
             else FileThresholdStore(settings.data_dir / "thresholds.json"),
             metrics=metrics,
             monitor=replicas.monitor,
+            timeline=Timeline(
+                functools.partial(read_counts, pipeline.stats, metrics, replicas.upstream.pool),
+                settings.console_sample_seconds,
+            ),
+            recent=recent,
             reload=reload,
             background=background,
             corpora=corpora,
@@ -206,6 +220,7 @@ class Gateway:
             self.monitor.run_forever(),
             follow(self.thresholds, self.threshold_store),
             self._refresh_entry_gauges(),
+            self.timeline.run_forever(),
         ]
         if self.pipeline.obs.access_log is not None:
             work.append(self.pipeline.obs.access_log.run_forever())

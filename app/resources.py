@@ -19,6 +19,7 @@ from deja.cache.exact.redis import RedisExactStore, connect_redis
 from deja.cache.flightlock import FlightLock
 from deja.embedding.base import Embedder
 from deja.errors import VerifierError
+from deja.observability.lookups import RecentLookups
 from deja.observability.metrics import Metrics
 from deja.observability.tracing import Tracing
 from deja.replicas.discovery import ModelDiscovery
@@ -287,6 +288,7 @@ def semantic_step(
     thresholds: Thresholds,
     metrics: Metrics,
     background: BackgroundTasks,
+    recent: RecentLookups | None = None,
 ) -> SemanticStep | None:
     if parts.cache is None or parts.exact is None:
         return None
@@ -305,6 +307,7 @@ def semantic_step(
         metrics=metrics,
         spawn=background.spawn,
         checks=checks,
+        recent=recent,
     )
 
 

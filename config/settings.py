@@ -348,6 +348,12 @@ class Settings(BaseSettings):
         False,
         description="Add a tenant label to deja_requests_total (bounded by your tenant count).",
     )
+    console_sample_seconds: float = Field(
+        10.0,
+        gt=0,
+        description="How often the console's traffic history (/admin/timeline) takes a point; "
+        "the last 360 points are kept.",
+    )
 
     # --- secrets (masked in --print-config) ---------------------------------------------------
     keys_file: Path | None = Field(
