@@ -201,6 +201,7 @@ class Gateway:
         )
         if corpora is not None:
             corpora.on_change = gateway.on_corpus_change
+            corpora.on_preview = gateway.preview_corpus_change
         return gateway
 
     async def on_corpus_change(self, changes: list[DocumentChange]) -> int:
@@ -208,10 +209,17 @@ class Gateway:
         layers (the shared stores: every process); returns how many were dropped. A store
         failure propagates: the corpus report shows it as ``invalidation_error``."""
         store = self.semantic.store if self.semantic is not None else None
-        removed = await stale_answers(changes, self.exact, store)
+        near = self.settings.rag_invalidate_near
+        removed = await stale_answers(changes, self.exact, store, near=near)
         if removed:
             log.info("corpus change removed %d cached answer(s)", len(removed))
         return len(removed)
+
+    async def preview_corpus_change(self, changes: list[DocumentChange]) -> int:
+        """What ``on_corpus_change`` would drop, without dropping it (a dry-run ingest)."""
+        store = self.semantic.store if self.semantic is not None else None
+        near = self.settings.rag_invalidate_near
+        return len(await stale_answers(changes, self.exact, store, near=near, remove=False))
 
     def _start_background(self, stack: AsyncExitStack) -> None:
         settings = self.settings

@@ -3,9 +3,10 @@
 Part 1 — the prefix cache. Two simulated vLLM replicas (``deja sim``, prefill time per uncached
 token, a bounded KV budget) behind one gateway with the caches off (every request retrieves and
 goes to a replica) and a real corpus: this project's own docs (``docs/*.md``, ``README.md``),
-ingested through the admin API. The workload asks about the docs' sections: ``--topics``
-headings with Zipf popularity, each asked in ``--variants`` wordings, so questions retrieve
-overlapping document sets. The same seeded sequence is sent twice:
+ingested through the admin API. The workload asks distinct questions about the docs'
+sections: ``--topics`` headings with Zipf popularity, each in ``--variants`` wordings with a
+qualifier and a number, so no two questions are equal but many retrieve overlapping chunk
+sets. The same seeded sequence is sent twice:
 
 1. ``rag_context_order=document`` (deja's default): chunks by document id and chunk index;
 2. ``rag_context_order=score``: best first, as most RAG apps build the prompt.
@@ -65,6 +66,18 @@ TEMPLATES = (
     "How does {} work?",
     "Tell me about {}.",
 )
+QUALIFIERS = (
+    "",
+    "for a new user",
+    "in production",
+    "step by step",
+    "briefly",
+    "with an example",
+    "and why",
+    "on one machine",
+    "for ops",
+    "in detail",
+)
 DOC_FILES = ("README.md", "docs/architecture.md", "docs/verifier-model-card.md")
 
 
@@ -91,9 +104,11 @@ def workload(args: argparse.Namespace) -> list[str]:
     topics = topics[: args.topics]
     weights = [1 / (i + 1) ** args.zipf for i in range(len(topics))]
     questions = []
-    for _ in range(args.requests):
+    for number in range(args.requests + args.warmup):
         topic = rng.choices(topics, weights)[0]
-        questions.append(rng.choice(TEMPLATES[: args.variants]).format(topic))
+        question = rng.choice(TEMPLATES[: args.variants]).format(topic)
+        # every question is distinct (a new user's wording), its topic shared with others
+        questions.append(f"{question} {rng.choice(QUALIFIERS)} (question {number})")
     return questions
 
 
@@ -192,7 +207,7 @@ def prefix_run(args: argparse.Namespace, order: str, questions: list[str]) -> di
     base = f"http://{HOST}:{gateway.port}"
     try:
         chunks = asyncio.run(ingest(base))
-        warm = questions[: args.warmup]
+        warm = questions[: args.warmup]  # fills the KV caches; not measured
         asyncio.run(send_all(base, warm, args.concurrency))
         hits0, queries0 = prefix_counters(urls)
         ttfts = asyncio.run(send_all(base, questions[args.warmup :], args.concurrency))
@@ -271,6 +286,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--prefill-ms", type=float, default=0.25)
     parser.add_argument("--latency-topics", type=int, default=30)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--skip-latency", action="store_true", help="Part 1 only.")
     return parser.parse_args()
 
 
@@ -306,6 +322,8 @@ def main() -> int:
             f"TTFT p50 score/document: {score['ttft_p50_ms'] / doc['ttft_p50_ms']:.2f}x, "
             f"p90: {score['ttft_p90_ms'] / doc['ttft_p90_ms']:.2f}x"
         )
+        if args.skip_latency:
+            return
         banner("Part 2: a RAG request from the cache vs a miss (replicas at speed 0)")
         latency = latency_run(args)
         results["hit_vs_miss"] = latency

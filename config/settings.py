@@ -332,6 +332,14 @@ class Settings(BaseSettings):
         description='Per-model default corpus, e.g. {"my-model": "handbook"} (JSON in '
         "the environment).",
     )
+    rag_invalidate_near: float | None = Field(
+        None,
+        ge=0.0,
+        le=1.0,
+        description="Also invalidate cached questions whose cosine to a chunk of a new or "
+        "changed document is at least this (answers the new text may contradict, whatever "
+        "they were built from); unset: provenance only. Preview with a dry-run ingest.",
+    )
     rag_on_failure: Literal["answer", "error"] = Field(
         "error",
         description="When retrieval fails: answer without context (marked X-Deja-Retrieval: "

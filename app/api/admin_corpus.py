@@ -98,8 +98,10 @@ async def put_document(
     gateway: Admin,
     tenant: Tenant = DEFAULT_TENANT,
     meta: Meta = None,
+    dry_run: bool = False,
 ) -> Response:
-    """Add or replace one document from the raw file in the body."""
+    """Add or replace one document from the raw file in the body; ``dry_run=true`` writes
+    nothing and reports what would change and how many cached answers it would invalidate."""
     corpora = _corpora(gateway)
     _known_tenant(gateway, tenant)
     check_corpus_name(corpus)
@@ -108,10 +110,11 @@ async def put_document(
     headers = header_map(request)
     data = await read_body(request, headers, gateway.settings.corpus_max_file_bytes)
     file = SourceFile(document, data, headers.get("content-type"), metadata)
-    report = await corpora.ingest(tenant, corpus, [file])
+    report = await corpora.ingest(tenant, corpus, [file], dry_run=dry_run)
     line = report.files[0]
     details = line.as_json()
-    audit(gateway, f"corpus.{line.status}", tenant=tenant, corpus=corpus, **details)
+    if not dry_run:
+        audit(gateway, f"corpus.{line.status}", tenant=tenant, corpus=corpus, **details)
     if line.status == "failed":
         raise InvalidRequestError(f"{document}: {line.reason}", param="body")
     return json_response({"tenant": tenant, "corpus": corpus, **details})

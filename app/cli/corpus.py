@@ -85,6 +85,12 @@ def corpus_group() -> None:
     "the parent of the PATH it was found under).",
 )
 @click.option("--meta", multiple=True, help="key=value metadata for every file (repeatable).")
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Write nothing: report what would be added or updated and how many cached answers "
+    "that would invalidate (provenance, and DEJA_RAG_INVALIDATE_NEAR when set).",
+)
 @api_options
 def ingest(
     paths: tuple[Path, ...],
@@ -92,6 +98,7 @@ def ingest(
     tenant: str,
     root: Path,
     meta: tuple[str, ...],
+    dry_run: bool,
     url: str,
     key: str,
     as_json: bool,
@@ -109,9 +116,9 @@ def ingest(
     lines: list[dict[str, Any]] = []
     with _progress(files, show=len(files) >= PROGRESS_MIN_FILES and not as_json) as todo:
         for document, file in todo:
-            lines.append(_send(api, corpus, tenant, document, file, list(meta)))
+            lines.append(_send(api, corpus, tenant, document, file, list(meta), dry_run))
     if not api.emit({"tenant": tenant, "corpus": corpus, "files": lines}):
-        _print_ingest(lines, corpus)
+        _print_ingest(lines, corpus, dry_run)
     if any(line["status"] == "failed" for line in lines):
         sys.exit(EXIT_API_ERROR)
 
@@ -132,7 +139,13 @@ def _progress(files: list[tuple[str, Path]], *, show: bool) -> Iterator[Iterable
 
 
 def _send(
-    api: Api, corpus: str, tenant: str, document: str, file: Path, meta: list[str]
+    api: Api,
+    corpus: str,
+    tenant: str,
+    document: str,
+    file: Path,
+    meta: list[str],
+    dry_run: bool = False,
 ) -> dict[str, Any]:
     """One file's report; a file the gateway refused (or that cannot be read) is a failed
     line, while an unreachable gateway or a rejected key stops the whole run."""
@@ -141,7 +154,7 @@ def _send(
         report: dict[str, Any] = api.call(
             "PUT",
             _document_path(corpus, document),
-            params={"tenant": tenant, "meta": meta},
+            params={"tenant": tenant, "meta": meta, **({"dry_run": "true"} if dry_run else {})},
             content=data,
             content_type=content_type_for(file),
         )
@@ -155,7 +168,7 @@ def _send(
     return {"document": document, "status": "failed", "reason": reason}
 
 
-def _print_ingest(lines: list[dict[str, Any]], corpus: str) -> None:
+def _print_ingest(lines: list[dict[str, Any]], corpus: str, dry_run: bool = False) -> None:
     counts = dict.fromkeys(("added", "updated", "unchanged", "failed"), 0)
     chunks = invalidated = 0
     try:
@@ -185,6 +198,12 @@ def _print_ingest(lines: list[dict[str, Any]], corpus: str) -> None:
     except (KeyError, TypeError, ValueError) as exc:
         bad_shape(exc)
     summary = ", ".join(f"{n} {status}" for status, n in counts.items())
+    if dry_run:
+        click.echo(
+            f"{corpus} (dry run, nothing written): {len(lines)} files ({summary}); {chunks} "
+            f"chunks would be written, {invalidated} cached answers would be invalidated"
+        )
+        return
     click.echo(
         f"{corpus}: {len(lines)} files ({summary}); {chunks} chunks written, "
         f"{invalidated} cached answers invalidated"

@@ -56,14 +56,16 @@ class SourceRef:
 
 @dataclass(frozen=True, slots=True)
 class DocumentChange:
-    """A document whose content changed (``new_version`` set) or that was removed
-    (``new_version`` None). Answers built from ``old_version`` are now stale."""
+    """A document that was added (``old_version`` None), changed, or removed (``new_version``
+    None). Answers built from ``old_version`` are now stale; answers to questions near the new
+    content (``vectors``: its chunks' embeddings) may be too."""
 
     tenant: str
     corpus: str
     document: str
     old_version: int | None
     new_version: int | None
+    vectors: list[list[float]] = field(default_factory=list, compare=False, repr=False)
 
     def key(self) -> str:
         return f"{self.corpus}/{self.document}"

@@ -38,6 +38,8 @@ class FileReport:
     reason: str | None = None
     invalidated: int = 0
     invalidation_error: str | None = None
+    #: Nothing was written: ``status`` and ``invalidated`` say what would happen.
+    dry_run: bool = False
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -49,6 +51,7 @@ class FileReport:
             "reason": self.reason,
             "invalidated": self.invalidated,
             "invalidation_error": self.invalidation_error,
+            **({"dry_run": True} if self.dry_run else {}),
         }
 
 

@@ -107,6 +107,7 @@ class Corpora:
         counter: tuple[str, TokenCounter] | None = None,
         metrics: Metrics | None = None,
         on_change: OnChange | None = None,
+        on_preview: OnChange | None = None,
     ) -> None:
         self.store = store
         self.embedder = embedder
@@ -117,6 +118,8 @@ class Corpora:
         self.metrics = metrics
         #: Called with the changes after every update or removal; returns answers invalidated.
         self.on_change = on_change
+        #: Called instead by a dry run: how many answers the changes would invalidate.
+        self.on_preview = on_preview
         self._known: set[tuple[str, str]] = set()
         self._write = asyncio.Lock()
 
@@ -204,21 +207,28 @@ class Corpora:
         corpus: str,
         files: list[SourceFile],
         progress: Progress | None = None,
+        *,
+        dry_run: bool = False,
     ) -> IngestReport:
         """Add or update each file as a document of ``tenant``'s ``corpus`` (created on first
         use). A file that cannot be used is reported ``failed`` with its reason and the others
-        go on; a failing store or embedder raises (``VectorStoreError``, ``EmbedderError``)."""
+        go on; a failing store or embedder raises (``VectorStoreError``, ``EmbedderError``).
+        ``dry_run``: parse, chunk and embed, write nothing, and report what would change and
+        how many cached answers it would invalidate."""
         report = IngestReport(tenant, corpus)
         for file in files:
             async with self._write:
-                line = await self._ingest_one(tenant, corpus, file)
+                line = await self._ingest_one(tenant, corpus, file, dry_run)
             report.files.append(line)
-            self._count_metric(corpus, line)
+            if not dry_run:
+                self._count_metric(corpus, line)
             if progress is not None:
                 progress(line)
         return report
 
-    async def _ingest_one(self, tenant: str, corpus: str, file: SourceFile) -> FileReport:
+    async def _ingest_one(
+        self, tenant: str, corpus: str, file: SourceFile, dry_run: bool = False
+    ) -> FileReport:
         document = file.document
         try:
             check_document_id(document)
@@ -249,23 +259,24 @@ class Corpora:
             ingested_at=time.time(),
             metadata=dict(file.metadata),
         )
-        await self.store.upsert(_points(head, pieces, vectors))
-        await self.store.delete_older(tenant, corpus, document, version)
-        self._known.add((tenant, corpus))
-        if self.metrics is not None:
-            self.metrics.corpus_chunks.labels(corpus).inc(len(pieces))
-        if current is None:
-            return FileReport(document, "added", version, chunks=len(pieces))
-        change = DocumentChange(tenant, corpus, document, current.version, version)
-        invalidated, error = await self._announce([change])
+        old = current.version if current is not None else None
+        change = DocumentChange(tenant, corpus, document, old, version, vectors)
+        if not dry_run:
+            await self.store.upsert(_points(head, pieces, vectors))
+            await self.store.delete_older(tenant, corpus, document, version)
+            self._known.add((tenant, corpus))
+            if self.metrics is not None:
+                self.metrics.corpus_chunks.labels(corpus).inc(len(pieces))
+        invalidated, error = await self._announce([change], dry_run=dry_run)
         return FileReport(
             document,
-            "updated",
+            "added" if current is None else "updated",
             version,
-            current.version,
+            old,
             chunks=len(pieces),
             invalidated=invalidated,
             invalidation_error=error,
+            dry_run=dry_run,
         )
 
     def _parse(self, file: SourceFile) -> tuple[ParsedDocument, list[ChunkText]]:
@@ -303,17 +314,21 @@ class Corpora:
         invalidated, error = await self._announce([change])
         return Removal(change, current.chunks, invalidated, error)
 
-    async def _announce(self, changes: list[DocumentChange]) -> tuple[int, str | None]:
-        """Tell ``on_change``; (answers invalidated, the error if it failed)."""
-        if self.on_change is None:
+    async def _announce(
+        self, changes: list[DocumentChange], *, dry_run: bool = False
+    ) -> tuple[int, str | None]:
+        """Tell ``on_change`` (``on_preview`` for a dry run); (answers invalidated, or that
+        would be, and the error if it failed)."""
+        announce = self.on_preview if dry_run else self.on_change
+        if announce is None:
             return 0, None
         try:
-            invalidated = await self.on_change(changes)
+            invalidated = await announce(changes)
         except DejaError as exc:
             keys = ", ".join(c.key() for c in changes)
             log.error("answers built from %s NOT invalidated: %s", keys, exc.message)
             return 0, exc.message
-        if self.metrics is not None and invalidated:
+        if self.metrics is not None and invalidated and not dry_run:
             for corpus in {c.corpus for c in changes}:
                 self.metrics.corpus_invalidated.labels(corpus).inc(invalidated)
         return invalidated, None

@@ -218,3 +218,45 @@ async def test_failed_retrieval_is_refused_or_answered_as_the_tenant_says(
             assert reply.headers["x-deja-retrieval"] == "failed"
             assert reply.headers["x-deja-cache"] == "miss"
         await env.http.aclose()
+
+
+async def test_near_invalidation_previews_then_drops_answers_a_new_document_contradicts(
+    sims: SimCluster, tmp_path: Path, make_gateway: Any
+) -> None:
+    keys = write_keys(tmp_path / "keys.yaml")
+    async with make_gateway(
+        replicas=sims.urls,
+        keys_file=keys,
+        admin_key="rag-admin",
+        semantic_enabled=True,
+        semantic_shadow_rate=0.0,
+        corpora_enabled=True,
+        rag_top_k=1,
+        rag_invalidate_near=0.5,
+    ) as (url, app):
+        env = Env(url, app)
+        for document in ("guide/billing.md", "guide/install.md"):
+            await env.ingest("acme", "handbook", document, DOCS[document])
+        corpus = {"X-Deja-Corpus": "handbook"}
+        invoices, python = "When are invoices sent?", "Which Python version is required?"
+        for question in (invoices, python):
+            assert (await env.ask("acme", question, **corpus)).headers["x-deja-cache"] == "miss"
+        news = "# Invoices from 2027\n\nFrom 2027 invoices are sent every week, on Mondays.\n"
+        preview = await env.http.put(
+            "/admin/corpora/handbook/documents/guide/invoices-2027.md",
+            params={"tenant": "acme", "dry_run": "true"},
+            content=news.encode(),
+            headers={**ADMIN, "content-type": "text/markdown"},
+        )
+        assert preview.json()["dry_run"] is True and preview.json()["invalidated"] == 1
+        assert (await env.ask("acme", invoices, **corpus)).headers["x-deja-cache"] == "exact"
+        listing = await env.http.get(
+            "/admin/corpora/handbook/documents", params={"tenant": "acme"}, headers=ADMIN
+        )
+        assert "invoices-2027" not in listing.text  # the dry run wrote nothing
+
+        added = await env.ingest("acme", "handbook", "guide/invoices-2027.md", news)
+        assert added["status"] == "added" and added["invalidated"] == 1
+        assert (await env.ask("acme", invoices, **corpus)).headers["x-deja-cache"] == "miss"
+        assert (await env.ask("acme", python, **corpus)).headers["x-deja-cache"] == "exact"
+        await env.http.aclose()

@@ -104,6 +104,14 @@ async def test_ingest_retrieve_update_remove(store: ChunkStore, embedder: OnnxEm
         ("paris.html", "added", 1),
     ]
     assert corpora.has_corpus("t1", "kb") and corpora.corpora("t1") == ["kb"]
+    # additions are announced too (near-question invalidation), as having no old version
+    assert [(c.document, c.old_version, c.new_version) for c in told.changes] == [
+        ("rust.md", None, 1),
+        ("cats.md", None, 1),
+        ("paris.html", None, 1),
+    ]
+    assert all(len(c.vectors) >= 1 for c in told.changes)  # the new content's embeddings
+    told.changes.clear()
     hits = await ask(corpora, embedder, "t1", "how does Rust prevent data races?")
     assert hits[0] == "rust.md@1"
     paris = await corpora.retrieve(
@@ -146,7 +154,8 @@ async def test_ingest_retrieve_update_remove(store: ChunkStore, embedder: OnnxEm
     assert sample("deja_corpus_documents_total", {"corpus": "kb", "action": "added"}) == 3
     assert sample("deja_corpus_documents_total", {"corpus": "kb", "action": "unchanged"}) == 3
     assert sample("deja_corpus_documents_total", {"corpus": "kb", "action": "removed"}) == 3
-    assert sample("deja_corpus_invalidated_total", {"corpus": "kb"}) == 3 * 4
+    # the fake answers 3 per call: 3 additions, 1 update, 3 removals
+    assert sample("deja_corpus_invalidated_total", {"corpus": "kb"}) == 3 * 7
     assert sample("deja_corpus_chunks_ingested_total", {"corpus": "kb"}) == chunks_before + 1
 
 
