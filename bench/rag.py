@@ -187,23 +187,24 @@ def sim_args(args: argparse.Namespace, speed: float) -> list[str]:
     ]
 
 
-def gateway_env(order: str, *, cache: bool) -> dict[str, str]:
+def gateway_env(order: str, *, cache: bool, top_k: int = 4) -> dict[str, str]:
     return {
         "DEJA_ADMIN_KEY": ADMIN,
         "DEJA_CORPORA_ENABLED": "true",
         "DEJA_CACHE_ENABLED": "true" if cache else "false",
         "DEJA_SEMANTIC_ENABLED": "true" if cache else "false",
         "DEJA_RAG_CONTEXT_ORDER": order,
-        "DEJA_RAG_TOP_K": "4",
+        "DEJA_RAG_TOP_K": str(top_k),
     }
 
 
-def prefix_run(args: argparse.Namespace, order: str, questions: list[str]) -> dict[str, Any]:
+def prefix_run(
+    args: argparse.Namespace, order: str, top_k: int, questions: list[str]
+) -> dict[str, Any]:
     sims = [start_sim(f"sim-{order}-{i}", cpu=None, args=sim_args(args, 1.0)) for i in range(2)]
     urls = [f"http://{HOST}:{s.port}" for s in sims]
-    gateway = start_gateway(
-        f"gw-{order}", urls, cpu=SERVER_CPU, env=gateway_env(order, cache=False)
-    )
+    env = gateway_env(order, cache=False, top_k=top_k)
+    gateway = start_gateway(f"gw-{order}-{top_k}", urls, cpu=SERVER_CPU, env=env)
     base = f"http://{HOST}:{gateway.port}"
     try:
         chunks = asyncio.run(ingest(base))
@@ -219,6 +220,7 @@ def prefix_run(args: argparse.Namespace, order: str, questions: list[str]) -> di
     queries = queries1 - queries0
     return {
         "order": order,
+        "top_k": top_k,
         "chunks_ingested": chunks,
         "requests": len(ttfts),
         "prefix_hit_rate": (hits1 - hits0) / queries if queries else 0.0,
@@ -286,6 +288,13 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--prefill-ms", type=float, default=0.25)
     parser.add_argument("--latency-topics", type=int, default=30)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--top-k",
+        type=int,
+        nargs="+",
+        default=[4, 8],
+        help="Chunks per prompt (each a pair of runs).",
+    )
     parser.add_argument("--skip-latency", action="store_true", help="Part 1 only.")
     return parser.parse_args()
 
@@ -323,6 +332,8 @@ def main() -> int:
             f"p90: {score['ttft_p90_ms'] / doc['ttft_p90_ms']:.2f}x"
         )
         if args.skip_latency:
+            RESULTS_DIR.mkdir(exist_ok=True)
+            (RESULTS_DIR / "rag.json").write_text(json.dumps(results, indent=2))
             return
         banner("Part 2: a RAG request from the cache vs a miss (replicas at speed 0)")
         latency = latency_run(args)
