@@ -69,15 +69,23 @@ class GatewayRequest:
     context_id: str | None = None
     #: What a failed retrieval does: answer without context, or refuse (503).
     rag_on_failure: RagOnFailure = "error"
+    #: ``X-Deja-Corpus-Filter``: only chunks whose metadata has these values are retrieved.
+    corpus_filter: tuple[tuple[str, str], ...] = ()
 
     @property
     def key_namespace(self) -> str:
         """The namespace that partitions the exact key: the namespace, plus the corpus for a
         RAG request (the same conversation asked of two corpora has two answers). The
         separator is unprintable, so no ``X-Deja-Namespace`` can forge it."""
+        scope = self.corpus_scope
+        return self.namespace if scope is None else f"{self.namespace}\x1f{scope}"
+
+    @property
+    def corpus_scope(self) -> str | None:
+        """What a RAG request adds to its cache scope: the corpus and the metadata filter."""
         if self.corpus is None:
-            return self.namespace
-        return f"{self.namespace}\x1fcorpus={self.corpus}"
+            return None
+        return "\x1f".join([f"corpus={self.corpus}", *(f"{k}={v}" for k, v in self.corpus_filter)])
 
     @property
     def path(self) -> str:

@@ -106,7 +106,11 @@ class RetrieveStep:
                 if vector is None:
                     vector = await self.embed(query)
                 chunks = await self.retriever.retrieve(
-                    req.tenant, req.corpus, vector, limit=self.settings.top_k
+                    req.tenant,
+                    req.corpus,
+                    vector,
+                    limit=self.settings.top_k,
+                    where=dict(req.corpus_filter) or None,
                 )
         except (RetrievalError, EmbedderError, TimeoutError) as exc:
             return self._failed(req, exc)

@@ -110,6 +110,7 @@ async def _generate(request: Request, endpoint: Endpoint) -> Response:
         default_corpus=settings.rag_default_corpus,
         context_id=headers.get("x-deja-context-id"),
         rag_on_failure=tenant.rag_on_failure or settings.rag_on_failure,
+        corpus_filter=headers.get("x-deja-corpus-filter"),
     )
     await ensure_model(gateway, req.model)
     return await gateway.pipeline.handle(req, _disconnect_waiter(request.receive))

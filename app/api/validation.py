@@ -138,6 +138,7 @@ def validate(
     default_corpus: str | None = None,
     context_id: str | None = None,
     rag_on_failure: RagOnFailure = "error",
+    corpus_filter: str | None = None,
 ) -> GatewayRequest:
     """Parse and check one request body into a :class:`GatewayRequest`. ``corpus`` is the
     header's or the tenant's corpus; ``model_corpus`` the per-model defaults after it, then
@@ -187,6 +188,7 @@ def validate(
         corpus=corpus,
         context_id=_check_context_id(context_id),
         rag_on_failure=rag_on_failure,
+        corpus_filter=_parse_corpus_filter(corpus_filter, corpus),
     )
 
 
@@ -236,3 +238,26 @@ def _check_context_id(value: str | None) -> str | None:
             "X-Deja-Context-Id must be 1-256 printable characters.", param="X-Deja-Context-Id"
         )
     return value
+
+
+_FILTER_PAIR = re.compile(r"([A-Za-z0-9_.-]{1,64})=([^,=]{1,256})")
+
+
+def _parse_corpus_filter(value: str | None, corpus: str | None) -> tuple[tuple[str, str], ...]:
+    """``key=value, key2=value2`` → sorted pairs (sorted: one scope however they are written)."""
+    if value is None:
+        return ()
+    where = "X-Deja-Corpus-Filter"
+    if corpus is None:
+        raise InvalidRequestError(f"{where} needs a corpus (X-Deja-Corpus).", param=where)
+    pairs: dict[str, str] = {}
+    for part in value.split(","):
+        match = _FILTER_PAIR.fullmatch(part.strip())
+        if match is None or not match.group(2).strip().isprintable():
+            raise InvalidRequestError(
+                f"{where} must be key=value pairs separated by commas (at most 8).", param=where
+            )
+        pairs[match.group(1)] = match.group(2).strip()
+    if len(pairs) > 8:
+        raise InvalidRequestError(f"{where} takes at most 8 key=value pairs.", param=where)
+    return tuple(sorted(pairs.items()))

@@ -125,7 +125,7 @@ def semantic_query(
     if rule == "system":
         earlier = [m for m in earlier if m.get("role") in _SYSTEM_ROLES]
     beyond = beyond_text(messages[-1])
-    context = context_hash(earlier, beyond, corpus=req.corpus, context_id=req.context_id)
+    context = context_hash(earlier, beyond, corpus=req.corpus_scope, context_id=req.context_id)
     scope = Scope(
         tenant=req.tenant,
         namespace=namespace,

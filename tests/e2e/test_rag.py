@@ -260,3 +260,22 @@ async def test_near_invalidation_previews_then_drops_answers_a_new_document_cont
         assert (await env.ask("acme", invoices, **corpus)).headers["x-deja-cache"] == "miss"
         assert (await env.ask("acme", python, **corpus)).headers["x-deja-cache"] == "exact"
         await env.http.aclose()
+
+
+async def test_a_metadata_filter_narrows_retrieval_and_the_scope(env: Env) -> None:
+    spanish = "# Facturas\n\nLas facturas se envían cada mes por correo al titular.\n"
+    reply = await env.http.put(
+        "/admin/corpora/handbook/documents/es/facturas.md",
+        params={"tenant": "acme", "meta": "lang=es"},
+        content=spanish.encode(),
+        headers={**ADMIN, "content-type": "text/markdown"},
+    )
+    assert reply.status_code == 200
+    question = f"When are invoices sent? {uuid.uuid4().hex[:6]}"
+    filtered = await env.ask(
+        "acme", question, **{"X-Deja-Corpus": "handbook", "X-Deja-Corpus-Filter": "lang=es"}
+    )
+    assert filtered.headers["x-deja-sources"] == "es/facturas.md@1"
+    unfiltered = await env.ask("acme", question, **{"X-Deja-Corpus": "handbook"})
+    assert unfiltered.headers["x-deja-cache"] == "miss"  # another scope: not the filtered answer
+    assert unfiltered.headers["x-deja-sources"] == "guide/billing.md@1"

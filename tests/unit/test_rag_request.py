@@ -159,3 +159,19 @@ def test_sources_header_and_records() -> None:
     header = sources_header(records)
     assert header == "a%2Cb%20%C3%A9.md@1, b.md@3"
     header.encode("latin-1")
+
+
+def test_corpus_filter_is_parsed_sorted_and_part_of_the_scope() -> None:
+    one = request(user("q"), corpus="docs", corpus_filter="lang=en, product=deja")
+    two = request(user("q"), corpus="docs", corpus_filter="product=deja,lang=en")
+    other = request(user("q"), corpus="docs", corpus_filter="lang=es")
+    assert one.corpus_filter == (("lang", "en"), ("product", "deja")) == two.corpus_filter
+    scopes = [semantic_query(r, "conversation") for r in (one, two, other)]
+    assert scopes[0] == scopes[1] != scopes[2]
+    assert one.key_namespace == two.key_namespace != other.key_namespace
+    for bad in ("lang", "=en", "a=b=c", ",".join(f"k{i}=v" for i in range(9))):
+        with pytest.raises(InvalidRequestError) as info:
+            request(user("q"), corpus="docs", corpus_filter=bad)
+        assert info.value.param == "X-Deja-Corpus-Filter"
+    with pytest.raises(InvalidRequestError):
+        request(user("q"), corpus_filter="lang=en")  # no corpus to filter
