@@ -57,6 +57,9 @@ class GatewayRequest:
     tenant_threshold: float | None = None
     #: ``X-Request-Id`` from the client, or one deja made; echoed and logged.
     request_id: str = ""
+    #: When the request must be done, streams included (``time.monotonic()``; arrival +
+    #: ``request_timeout_seconds``). None: the upstream client's default from now.
+    deadline: float | None = None
 
     @property
     def path(self) -> str:

@@ -166,7 +166,8 @@ class Pipeline:
         disconnected: Disconnected,
     ) -> Response:
         reply = await until_disconnect(
-            self.upstream.complete(req.path, req.raw, req.model, prefix_key), disconnected
+            self.upstream.complete(req.path, req.raw, req.model, prefix_key, deadline=req.deadline),
+            disconnected,
         )
         headers = self._miss_headers(req, lookup, reply.replica.name, reply.reason, prefix_key)
         if lookup.entry_id is not None and req.policy.write:
@@ -196,7 +197,8 @@ class Pipeline:
         hide_usage = storable and not req.include_usage
         body = with_usage_requested(req.body) if hide_usage else req.raw
         opened = await until_disconnect(
-            self.upstream.open_stream(req.path, body, req.model, prefix_key), disconnected
+            self.upstream.open_stream(req.path, body, req.model, prefix_key, deadline=req.deadline),
+            disconnected,
         )
         replica = opened.replica.name
 

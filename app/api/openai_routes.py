@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import secrets
+import time
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -84,6 +85,7 @@ async def ensure_model(gateway: Gateway, model: str) -> None:
 async def _generate(request: Request, endpoint: Endpoint) -> Response:
     gateway = gateway_of(request)
     settings = gateway.settings
+    deadline = time.monotonic() + settings.request_timeout_seconds  # from arrival, body included
     headers = header_map(request)
     caller = gateway.keys.authenticate(headers.get("authorization"))
     tenant = caller.tenant
@@ -105,6 +107,7 @@ async def _generate(request: Request, endpoint: Endpoint) -> Response:
         cache=tenant.cache is not False,
         tenant_threshold=tenant.threshold,
         request_id=request_id(headers.get("x-request-id")),
+        deadline=deadline,
     )
     await ensure_model(gateway, req.model)
     return await gateway.pipeline.handle(req, _disconnect_waiter(request.receive))

@@ -130,6 +130,7 @@ def validate(
     cache: bool = True,
     tenant_threshold: float | None = None,
     request_id: str = "",
+    deadline: float | None = None,
 ) -> GatewayRequest:
     """Parse and check one request body into a :class:`GatewayRequest`."""
     body = parse_json(raw)
@@ -171,6 +172,7 @@ def validate(
         cache=cache,
         tenant_threshold=tenant_threshold,
         request_id=request_id,
+        deadline=deadline,
     )
 
 
