@@ -60,6 +60,10 @@ class Breaker:
             return now >= self.open_until
         return not self.probing
 
+    def cooling(self, now: float) -> bool:
+        """Open and still in its cooldown: the replica takes nothing, not even a probe."""
+        return self.state is BreakerState.OPEN and now < self.open_until
+
     def begin(self, now: float) -> None:
         """A request is being sent: an open breaker past its cooldown half-opens for it."""
         if self.state is BreakerState.OPEN and now >= self.open_until:
