@@ -3,22 +3,26 @@
 
 ``BodyReadTimeout`` is an ASGI middleware (added with ``DejaApp.add_middleware``, so the fast
 path and FastAPI's routes both get it); ``BodyReadWatch.watch(receive)`` wraps one request's
-``receive``. Until the body's last message
-has arrived, a pending ``receive()`` is registered with the watch; a sweep every
-``min(1 s, timeout / 4)`` cancels the reads whose request started more than ``timeout`` seconds
-ago, and the cancelled read raises ``BodyReadTimeoutError`` (408 with ``connection: close``).
-Once the body is complete, the wrapper only passes calls through (the disconnect watchers keep
-their unbounded wait).
+``receive``. Until the body's last message has arrived, a ``receive()`` that does not complete
+at once is registered with the watch; a sweep every ``min(1 s, timeout / 4)`` cancels the reads
+whose request started more than ``timeout`` seconds ago, and the cancelled read raises
+``BodyReadTimeoutError`` (408 with ``connection: close``). Once the body is complete, the
+wrapper only passes calls through (the disconnect watchers keep their unbounded wait).
 
 Why a sweep and not ``asyncio.timeout`` around each read: arming and cancelling a timer costs
-about 6 µs (measured with uvloop on these machines), a few per cent of an exact hit; registering
-in a set costs well under one. The sweep's timer is only armed while reads are pending.
+about 6 µs (measured with uvloop on these machines), a few per cent of an exact hit. Here a
+read whose message is already buffered (nearly every body: it arrives with the headers) costs
+only the driving of the original ``receive`` by hand, about 1.4 µs per request with the
+middleware layer on a loaded 2-core machine (3.2 µs with a registration per read); only a read
+that has to wait is registered, and the sweep's timer is armed only while one is.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Generator
+from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -74,12 +78,15 @@ class BodyReadWatch:
 
 
 class _TimedReceive:
+    """One request's ``receive``; awaiting it runs the original ``receive`` in place, and only
+    a read that does not complete at once (the body has not all arrived) is watched."""
+
     __slots__ = ("_receive", "_task", "_watch", "complete", "expired", "started")
 
     def __init__(self, watch: BodyReadWatch, receive: Receive) -> None:
         self._watch = watch
         self._receive = receive
-        self._task: asyncio.Task[object] | None = None
+        self._task: asyncio.Task[Any] | None = None
         self.started = time.monotonic()
         self.complete = False
         self.expired = False
@@ -90,13 +97,29 @@ class _TimedReceive:
         if self._task is not None:
             self._task.cancel()
 
-    async def __call__(self) -> Message:
-        if self.complete:
-            return await self._receive()
+    def __call__(self) -> Awaitable[Message]:
+        return self._receive() if self.complete else self
+
+    def __await__(self) -> Generator[Any, Any, Message]:
+        # Drive the original receive by hand (what ``await`` does): most bodies are already
+        # buffered, so its first step returns the message and nothing is registered.
+        steps = self._receive().__await__()
+        try:
+            pending = steps.send(None)
+        except StopIteration as done:
+            return self._received(done.value)
         self._task = asyncio.current_task()
         self._watch.add(self)
         try:
-            message = await self._receive()
+            while True:
+                try:
+                    sent = yield pending
+                except BaseException as exc:  # the task throws in what the awaited future raised
+                    pending = steps.throw(exc)
+                else:
+                    pending = steps.send(sent)
+        except StopIteration as done:
+            return self._received(done.value)
         except asyncio.CancelledError:
             if self.expired and self._task is not None and self._task.uncancel() == 0:
                 raise BodyReadTimeoutError(
@@ -105,6 +128,8 @@ class _TimedReceive:
             raise
         finally:
             self._watch.discard(self)
+
+    def _received(self, message: Message) -> Message:
         if message["type"] != "http.request" or not message.get("more_body", False):
             self.complete = True
         return message

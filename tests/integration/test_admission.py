@@ -89,7 +89,7 @@ async def test_waiting_requests_are_served_when_slots_free_and_the_replica_never
     one_slow: SimCluster, make_gateway: Any
 ) -> None:
     async with (
-        make_gateway(replicas=[one_slow.urls[0] + ";max_inflight=2"]) as (url, app),
+        make_gateway(replicas=[one_slow.urls[0] + ";max_inflight=2"]) as (url, _),
         httpx.AsyncClient(timeout=10) as http,
     ):
         engine = one_slow.apps[0].state.sim.engine

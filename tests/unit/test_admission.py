@@ -12,7 +12,7 @@ from config.settings import parse_replica_spec
 from deja.errors import NoHealthyReplicaError, OverloadedError, QueueFullError
 from deja.replicas.admission import Admission, Slot
 from deja.replicas.health import parse_vllm_metrics
-from deja.replicas.pool import UNLEARNED_MAX_INFLIGHT, BreakerState, Replica, ReplicaPool
+from deja.replicas.pool import UNLEARNED_MAX_INFLIGHT, BreakerState, ReplicaPool
 from deja.routing.router import Route, Router
 
 A, B = "http://10.0.0.1:8000", "http://10.0.0.2:8000"
@@ -192,7 +192,3 @@ async def test_only_a_replica_with_room_is_chosen_and_no_healthy_replica_is_503(
         await waiting
     with pytest.raises(NoHealthyReplicaError):
         await adm.admit("m", None, soon())
-
-
-def test_replica_objects_start_unlearned() -> None:
-    assert Replica(url=A).max_num_seqs is None
