@@ -3,9 +3,9 @@ outlast it. Deadlines are ``time.monotonic()`` values.
 
 The read timeout already bounds each single wait on a replica (the first byte, the next chunk);
 the deadline bounds their sum. An armed timer costs about 6 µs on these machines (measured:
-``asyncio.timeout`` enter and exit), too much to pay per streamed chunk, so ``next_chunk`` arms
-one only when less time is left than the read timeout — otherwise the read timeout fires first
-anyway — and costs one clock read per chunk.
+``asyncio.timeout`` enter and exit), too much to pay per streamed chunk, so the stream reader
+(``UpstreamStream.chunks``) reads with ``chunk_before`` only when less time is left than the
+read timeout (otherwise the read timeout fires first anyway) and pays one clock read per chunk.
 """
 
 from __future__ import annotations
@@ -59,14 +59,9 @@ class DeadlineScope:
             raise
 
 
-async def next_chunk(
-    reader: AsyncIterator[bytes], deadline: float, read_timeout: float
-) -> bytes | None:
+async def chunk_before(reader: AsyncIterator[bytes], deadline: float) -> bytes | None:
     """The next chunk of ``reader`` (None at its end), or ``DeadlineExceededError``."""
-    left = deadline - time.monotonic()
     try:
-        if left > read_timeout:  # the read timeout cuts this wait shorter than the deadline
-            return await reader.__anext__()
         async with within(deadline, "streaming the answer"):
             return await reader.__anext__()
     except StopAsyncIteration:

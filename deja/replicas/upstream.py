@@ -36,7 +36,7 @@ from deja.errors import (
 )
 from deja.observability.metrics import Metrics
 from deja.replicas.admission import Admission, Slot
-from deja.replicas.deadline import next_chunk, within
+from deja.replicas.deadline import chunk_before, within
 from deja.replicas.pool import Replica
 from deja.routing.router import Route, Router
 
@@ -144,7 +144,16 @@ class UpstreamStream:
         reader = self._response.content.iter_any().__aiter__()
         deadline, read_timeout = self._deadline, self._read_timeout
         with map_aiohttp_errors(self.replica.name, "streaming"):
-            while (data := await next_chunk(reader, deadline, read_timeout)) is not None:
+            while True:
+                if deadline - time.monotonic() > read_timeout:  # it ends this wait first
+                    try:
+                        data = await reader.__anext__()
+                    except StopAsyncIteration:
+                        break
+                elif (last := await chunk_before(reader, deadline)) is not None:
+                    data = last
+                else:
+                    break
                 yield data
         self._finished = True
 
