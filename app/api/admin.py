@@ -116,7 +116,9 @@ async def get_replicas(gateway: Admin) -> Response:
 
 
 class ReplicaList(BaseModel):
-    replicas: list[str] = Field(description="Replica URLs, optionally with ;weight=N.")
+    replicas: list[str] = Field(
+        description="Replica URLs, optionally with ;weight=N and ;max_inflight=N."
+    )
 
 
 @router.put("/replicas")
