@@ -157,6 +157,13 @@ class UpstreamStream:
                 yield data
         self._finished = True
 
+    def __del__(self) -> None:
+        # A stream whose response never started (its client left between the replica's
+        # headers and the first chunk: Starlette then never iterates) still gives back its
+        # slot and its connection.
+        if not self._closed:
+            self.close()
+
     def close(self) -> None:
         """Return the connection to the pool after a full read, else drop it."""
         if self._closed:

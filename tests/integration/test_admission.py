@@ -4,6 +4,7 @@ purpose, a real gateway, clients that wait, get refused, time out or send their 
 from __future__ import annotations
 
 import asyncio
+import gc
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -265,3 +266,19 @@ async def test_half_open_breakers_hold_requests_for_their_probe_instead_of_refus
         states = ready.json()["replicas"].values()
         assert "closed" in {r["breaker"] for r in states}  # a probe succeeded and closed it
         assert all(r["available"] for r in states)  # the other waits for a probe, cooled down
+
+
+async def test_a_stream_dropped_before_its_first_chunk_gives_its_slot_back(
+    two_fast: SimCluster, make_gateway: Any
+) -> None:
+    async with make_gateway(replicas=[two_fast.urls[0] + ";max_inflight=1"]) as (_, app):
+        upstream = app.state.gateway.upstream
+        raw = orjson.dumps(body(stream=True))
+        opened = await upstream.open_stream("/v1/chat/completions", raw, SIM_MODEL, None)
+        replica = opened.replica
+        assert replica.in_flight == 1
+        del opened  # never iterated, never closed: what Starlette leaves when the client is gone
+        gc.collect()
+        assert replica.in_flight == 0
+        again = await upstream.open_stream("/v1/chat/completions", raw, SIM_MODEL, None)
+        again.close()  # the one slot was free again
