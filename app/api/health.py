@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -14,8 +15,9 @@ from app.gateway import gateway_of
 
 
 async def healthz(request: Request) -> Response:
-    """The process is alive and its event loop answers."""
-    return json_response({"status": "ok"})
+    """The process is alive and its event loop answers; ``worker`` is its pid (which of
+    ``--workers N`` answered)."""
+    return json_response({"status": "ok", "worker": os.getpid()})
 
 
 async def readyz(request: Request) -> Response:

@@ -99,3 +99,14 @@ def sources_of(chunks: list[RetrievedChunk]) -> list[SourceRef]:
     """The distinct (document, version) pairs of ``chunks``, sorted."""
     refs = {SourceRef(r.chunk.corpus, r.chunk.document, r.chunk.version) for r in chunks}
     return sorted(refs, key=lambda s: (s.corpus, s.document, s.version))
+
+
+def newest_only(chunks: list[RetrievedChunk]) -> list[RetrievedChunk]:
+    """``chunks`` without those of a document's older version when a newer one is among them,
+    order kept. While a document is being replaced both versions are briefly stored (the new
+    chunks are written before the old ones are deleted); a reader never mixes the two."""
+    newest: dict[tuple[str, str], int] = {}
+    for r in chunks:
+        key = (r.chunk.corpus, r.chunk.document)
+        newest[key] = max(newest.get(key, 0), r.chunk.version)
+    return [r for r in chunks if r.chunk.version == newest[(r.chunk.corpus, r.chunk.document)]]
