@@ -140,6 +140,8 @@ def embedded_parts(settings: Settings) -> list[str]:
         parts.append("the embedded exact store (set DEJA_REDIS_URL)")
     if settings.cache_enabled and settings.semantic_enabled and not settings.qdrant_url:
         parts.append("Qdrant Edge (set DEJA_QDRANT_URL, or DEJA_SEMANTIC_ENABLED=false)")
+    if settings.corpora_enabled and not settings.qdrant_url:
+        parts.append("corpora on Qdrant Edge (set DEJA_QDRANT_URL, or DEJA_CORPORA_ENABLED=false)")
     if settings.demo and not settings.replicas:
         parts.append("the in-process simulated replicas (set DEJA_REPLICAS)")
     return parts

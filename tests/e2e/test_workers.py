@@ -32,6 +32,7 @@ def env_for(tmp_path: Path, **extra: str) -> dict[str, str]:
         DEJA_MODEL_DIR=str(MODEL_DIR),
         DEJA_ADMIN_KEY="adm",
         DEJA_SEMANTIC_ENABLED="false",
+        DEJA_CORPORA_ENABLED="false",
         **extra,
     )
     return env
