@@ -24,6 +24,7 @@ from app.api.errors import install_error_handlers
 from app.gateway import Gateway
 from config.settings import Settings
 from middleware.asgi import DejaApp
+from middleware.bodyread import BodyReadTimeout
 
 
 def create_app(
@@ -64,4 +65,6 @@ def create_app(
     app.include_router(admin_corpus.router)
     app.include_router(admin_insight.router)
     app.include_router(console.router)
-    return DejaApp(app, openai_routes.fast_routes)
+    gateway_app = DejaApp(app, openai_routes.fast_routes)
+    gateway_app.add_middleware(BodyReadTimeout, timeout=settings.body_read_timeout_seconds)
+    return gateway_app

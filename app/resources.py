@@ -22,6 +22,7 @@ from deja.errors import VerifierError
 from deja.observability.lookups import RecentLookups
 from deja.observability.metrics import Metrics
 from deja.observability.tracing import Tracing
+from deja.replicas.admission import Admission
 from deja.replicas.discovery import ModelDiscovery
 from deja.replicas.health import HealthMonitor
 from deja.replicas.pool import ReplicaPool
@@ -75,13 +76,27 @@ class Replicas:
             cooldown=settings.replica_cooldown_seconds,
             scrape_interval=settings.health_check_interval_seconds,
             simulated=simulated,
+            max_inflight=settings.replica_max_inflight,
         )
         metrics.watch_pool(pool)
         api_key = settings.replica_api_key.get_secret_value() if settings.replica_api_key else None
         router = Router(pool, settings.routing_policy, settings.routing_epsilon)
         timeout = settings.health_check_timeout_seconds
+        admission = Admission(
+            router,
+            queue_size=settings.admission_queue_size,
+            max_wait=settings.admission_max_wait_seconds,
+            metrics=metrics,
+        )
         return cls(
-            upstream=Upstream(router, http, api_key, metrics),
+            upstream=Upstream(
+                router,
+                http,
+                api_key,
+                metrics,
+                admission=admission,
+                request_timeout=settings.request_timeout_seconds,
+            ),
             discovery=ModelDiscovery(pool, http, timeout=timeout, api_key=api_key),
             monitor=HealthMonitor(
                 pool, http, interval=settings.health_check_interval_seconds, timeout=timeout

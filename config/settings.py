@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit, urlunsplit
@@ -27,18 +28,40 @@ class ConfigError(ValueError):
     """
 
 
-def parse_replica(spec: str) -> tuple[str, float]:
-    """``http://host:port`` or ``http://host:port;weight=2`` → (url, weight)."""
+@dataclass(frozen=True, slots=True)
+class ReplicaSpec:
+    """One entry of ``replicas``: ``http://host:port;weight=2;max_inflight=64``."""
+
+    url: str
+    weight: float = 1.0
+    #: This replica's in-flight limit, overriding ``replica_max_inflight`` and what is learned.
+    max_inflight: int | None = None
+
+
+def parse_replica_spec(spec: str) -> ReplicaSpec:
+    """``http://host:port`` with optional ``;weight=N`` and ``;max_inflight=N`` parameters."""
     url, _, params = spec.partition(";")
-    weight = 1.0
+    weight, max_inflight = 1.0, None
     for param in filter(None, params.split(";")):
         name, _, value = param.partition("=")
-        if name.strip() != "weight":
+        name = name.strip()
+        if name == "weight":
+            weight = float(value)
+            if not weight > 0:
+                raise ValueError(f"replica weight must be > 0 in {spec!r}")
+        elif name == "max_inflight":
+            max_inflight = int(value)
+            if max_inflight < 1:
+                raise ValueError(f"replica max_inflight must be >= 1 in {spec!r}")
+        else:
             raise ValueError(f"unknown replica parameter {name!r} in {spec!r}")
-        weight = float(value)
-        if not weight > 0:
-            raise ValueError(f"replica weight must be > 0 in {spec!r}")
-    return url.rstrip("/"), weight
+    return ReplicaSpec(url.rstrip("/"), weight, max_inflight)
+
+
+def parse_replica(spec: str) -> tuple[str, float]:
+    """``http://host:port`` or ``http://host:port;weight=2`` → (url, weight)."""
+    parsed = parse_replica_spec(spec)
+    return parsed.url, parsed.weight
 
 
 class Settings(BaseSettings):
@@ -67,7 +90,8 @@ class Settings(BaseSettings):
     replicas: Annotated[list[str], NoDecode] = Field(
         default_factory=list,
         description="vLLM replica base URLs (comma-separated in the environment, a list in "
-        "YAML); append ;weight=N for a replica with N times the capacity.",
+        "YAML); append ;weight=N for a replica with N times the capacity, ;max_inflight=N for its "
+        "own in-flight limit.",
     )
     demo: bool = Field(
         False,
@@ -86,6 +110,37 @@ class Settings(BaseSettings):
         "two chunks. Past it the client gets 504.",
     )
     upstream_max_connections: int = Field(512, ge=1, description="Connection pool size (total).")
+    request_timeout_seconds: float = Field(
+        600.0,
+        gt=0,
+        description="Overall deadline of one generation request, from its arrival to the last "
+        "byte of its answer (streams included), on top of the read timeout. 600 s is the "
+        "openai SDK's own default: past it, its client has given up anyway.",
+    )
+    body_read_timeout_seconds: float = Field(
+        30.0,
+        gt=0,
+        description="Time a client has to send its whole request body; a slower sender gets "
+        "408 and its connection is closed.",
+    )
+    replica_max_inflight: int | None = Field(
+        None,
+        ge=1,
+        description="In-flight limit per replica. Unset: learned from each replica's /metrics "
+        "(the most requests it runs while others wait: its max-num-seqs), 256 (vLLM's default "
+        "max-num-seqs) until then. ;max_inflight=N on a replica URL overrides it.",
+    )
+    admission_queue_size: int = Field(
+        1024,
+        ge=0,
+        description="Requests that may wait (FIFO) for a free replica slot; past it, 503 at once.",
+    )
+    admission_max_wait_seconds: float | None = Field(
+        None,
+        gt=0,
+        description="Longest wait for a free replica slot before 429 (unset: the request's "
+        "deadline, request_timeout_seconds).",
+    )
     replica_cooldown_seconds: float = Field(
         5.0,
         ge=0,
@@ -393,7 +448,7 @@ class Settings(BaseSettings):
             parts = urlsplit(url)
             if parts.scheme not in ("http", "https") or not parts.netloc:
                 raise ValueError(f"replica URL must be http(s)://host:port, got {spec!r}")
-            parse_replica(spec)  # raises ValueError on a bad ;weight=
+            parse_replica_spec(spec)  # raises ValueError on a bad ;weight= or ;max_inflight=
             cleaned.append(url.rstrip("/") + (f";{params}" if params else ""))
         return cleaned
 

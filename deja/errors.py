@@ -6,7 +6,8 @@ Lower-layer exceptions (aiohttp, redis, orjson, onnxruntime, qdrant) are re-rais
 
     DejaError                        message, param
     ├── InvalidRequestError          the request is malformed (a field, a header)
-    │   └── BodyTooLargeError        the body is over ``max_body_bytes``
+    │   ├── BodyTooLargeError        the body is over ``max_body_bytes``
+    │   └── BodyReadTimeoutError     the body did not arrive within ``body_read_timeout_seconds``
     ├── ModelNotFoundError           no replica serves the requested model
     ├── NotFoundError                an admin resource (entry) does not exist
     │   └── CorpusNotFoundError      this tenant has no such corpus (nor sees another's)
@@ -14,6 +15,7 @@ Lower-layer exceptions (aiohttp, redis, orjson, onnxruntime, qdrant) are re-rais
     ├── PermissionDeniedError        a valid key that may not do this (a client key on /admin)
     ├── RateLimitError               the key is over its budget; ``retry_after`` seconds
     ├── OverloadedError              every replica is at its in-flight limit; ``retry_after``
+    │   └── QueueFullError           ... and the wait queue is full too: refused at once
     ├── ClientGoneError              the client disconnected; nothing is sent
     ├── CacheUnavailableError        the exact store failed: served with ``X-Deja-Cache: off``
     ├── ThresholdStoreError          the shared θ store (Redis or the data dir) failed
@@ -28,6 +30,7 @@ Lower-layer exceptions (aiohttp, redis, orjson, onnxruntime, qdrant) are re-rais
         ├── UpstreamUnreachableError the transport broke
         │   └── ReplicaConnectError  no response arrived: safe to fail over to another replica
         ├── UpstreamTimeoutError     the replica stalled
+        │   └── DeadlineExceededError the request's overall deadline passed while it was served
         ├── UpstreamServerError      the replica answered 5xx (``replica_status``)
         └── UpstreamClientError      the replica answered 4xx: passed through as it came
 
@@ -44,12 +47,14 @@ from config.settings import ConfigError
 
 __all__ = [
     "AuthenticationError",
+    "BodyReadTimeoutError",
     "BodyTooLargeError",
     "CacheUnavailableError",
     "ClientGoneError",
     "ConfigError",
     "CorpusNotFoundError",
     "DataDirInUseError",
+    "DeadlineExceededError",
     "DejaError",
     "DocumentError",
     "EmbedderError",
@@ -59,6 +64,7 @@ __all__ = [
     "NotFoundError",
     "OverloadedError",
     "PermissionDeniedError",
+    "QueueFullError",
     "RateLimitError",
     "ReplicaConnectError",
     "RetrievalError",
@@ -97,6 +103,11 @@ class BodyTooLargeError(InvalidRequestError):
     """The request body is over the configured limit."""
 
 
+class BodyReadTimeoutError(InvalidRequestError):
+    """The client did not send its whole body in time (a body shorter than its Content-Length
+    would otherwise hold the connection open for good)."""
+
+
 class ModelNotFoundError(DejaError):
     """No replica serves the requested model."""
 
@@ -133,6 +144,10 @@ class OverloadedError(DejaError):
     def __init__(self, message: str, *, retry_after: int) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+
+
+class QueueFullError(OverloadedError):
+    """Every replica is saturated and the wait queue is full: refused without waiting."""
 
 
 class ClientGoneError(DejaError):
@@ -192,6 +207,11 @@ class ReplicaConnectError(UpstreamUnreachableError):
 
 class UpstreamTimeoutError(UpstreamError):
     """The replica did not answer (or stalled mid-stream) within the read timeout."""
+
+
+class DeadlineExceededError(UpstreamTimeoutError):
+    """The request's overall deadline (``request_timeout_seconds``) passed while a replica was
+    answering it; a stream ends with an error event."""
 
 
 class UpstreamServerError(UpstreamError):

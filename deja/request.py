@@ -71,6 +71,9 @@ class GatewayRequest:
     rag_on_failure: RagOnFailure = "error"
     #: ``X-Deja-Corpus-Filter``: only chunks whose metadata has these values are retrieved.
     corpus_filter: tuple[tuple[str, str], ...] = ()
+    #: When the request must be done, streams included (``time.monotonic()``; arrival +
+    #: ``request_timeout_seconds``). None: the upstream client's default from now.
+    deadline: float | None = None
 
     @property
     def key_namespace(self) -> str:

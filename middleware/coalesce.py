@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
+from typing import Any, TypeVar
 
 import orjson
 from starlette.responses import Response, StreamingResponse
 
 from deja.cache.entry import CachedAnswer
 from deja.errors import ClientGoneError, UpstreamError
+from deja.replicas.deadline import within
 from deja.request import GatewayRequest, Outcome
 from middleware.disconnect import Disconnected, until_disconnect
 from middleware.errors import http_error
@@ -28,6 +30,8 @@ from middleware.relay import UsageChunkFilter, error_event
 from middleware.replay import fresh_id, replay_json, replay_sse
 from middleware.responses import JSON, SSE, prebuilt
 from middleware.singleflight import Flight, FlightFailed, Flights, Opened, Restamp
+
+T = TypeVar("T")
 
 #: ``observe(req, lookup, started, replica)``: the once-per-request record of a finished stream.
 Observe = Callable[[GatewayRequest, Lookup, float, str | None], None]
@@ -72,16 +76,26 @@ class Consumer:
         flight.consumers += 1
         handed_over = False
         try:
-            opened = await until_disconnect(flight.wait_opened(), disconnected)
+            opened = await self._wait(req, flight.wait_opened(), disconnected)
             follower = not leader or opened.remote
             if req.stream and opened.streamed and not opened.remote:
                 handed_over = True
                 return self._stream(req, lookup, flight, opened, follower, started)
-            await until_disconnect(flight.wait_done(), disconnected)
+            await self._wait(req, flight.wait_done(), disconnected)
             return self._finished(req, lookup, flight, opened, follower)
         finally:
             if not handed_over:
                 self.flights.leave(flight)
+
+    @staticmethod
+    async def _wait(
+        req: GatewayRequest, work: Coroutine[Any, Any, T], disconnected: Disconnected
+    ) -> T:
+        """``work`` until the client leaves or the request's own deadline passes."""
+        if req.deadline is None:
+            return await until_disconnect(work, disconnected)
+        async with within(req.deadline, "waiting for an identical request's answer"):
+            return await until_disconnect(work, disconnected)
 
     def _finished(
         self, req: GatewayRequest, lookup: Lookup, flight: Flight, opened: Opened, follower: bool

@@ -15,9 +15,11 @@ from starlette.responses import Response
 
 from deja.errors import (
     AuthenticationError,
+    BodyReadTimeoutError,
     BodyTooLargeError,
     ClientGoneError,
     CorpusNotFoundError,
+    DeadlineExceededError,
     DejaError,
     DocumentError,
     InvalidRequestError,
@@ -26,6 +28,7 @@ from deja.errors import (
     NotFoundError,
     OverloadedError,
     PermissionDeniedError,
+    QueueFullError,
     RateLimitError,
     RetrievalError,
     UpstreamClientError,
@@ -52,6 +55,7 @@ _INVALID = "invalid_request_error"
 #: Most specific class first: the first ``isinstance`` match wins.
 _TABLE: tuple[tuple[type[DejaError], HttpError], ...] = (
     (BodyTooLargeError, HttpError(413, _INVALID, "request_too_large")),
+    (BodyReadTimeoutError, HttpError(408, _INVALID, "request_timeout")),
     (InvalidRequestError, HttpError(400, _INVALID)),
     (DocumentError, HttpError(400, _INVALID, "unusable_document")),
     (ModelNotFoundError, HttpError(404, _INVALID, "model_not_found")),
@@ -60,10 +64,12 @@ _TABLE: tuple[tuple[type[DejaError], HttpError], ...] = (
     (AuthenticationError, HttpError(401, _INVALID, "invalid_api_key")),
     (PermissionDeniedError, HttpError(403, _INVALID, "permission_denied")),
     (RateLimitError, HttpError(429, "requests", "rate_limit_exceeded")),
+    (QueueFullError, HttpError(503, "service_unavailable", "queue_full")),
     (OverloadedError, HttpError(429, "requests", "overloaded")),
     (RetrievalError, HttpError(503, "service_unavailable", "retrieval_unavailable")),
     (ClientGoneError, HttpError(499, "client_closed_request")),
     (NoHealthyReplicaError, HttpError(503, "service_unavailable", "no_healthy_replica")),
+    (DeadlineExceededError, HttpError(504, "timeout", "deadline_exceeded")),
     (UpstreamTimeoutError, HttpError(504, "timeout", "upstream_timeout")),
     (UpstreamUnreachableError, HttpError(502, "upstream_error", "upstream_unreachable")),
     (UpstreamServerError, HttpError(502, "upstream_error", "upstream_server_error")),
@@ -111,6 +117,8 @@ def error_body(exc: DejaError) -> dict[str, Any]:
 def error_headers(exc: DejaError) -> dict[str, str]:
     if isinstance(exc, RateLimitError | OverloadedError):
         return {"retry-after": str(exc.retry_after)}
+    if isinstance(exc, BodyReadTimeoutError):  # the rest of the body may never come
+        return {"connection": "close"}
     if isinstance(exc, AuthenticationError):
         return {"www-authenticate": "Bearer"}
     if isinstance(exc, UpstreamClientError):

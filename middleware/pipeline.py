@@ -206,7 +206,10 @@ class Pipeline:
         disconnected: Disconnected,
     ) -> Response:
         reply = await until_disconnect(
-            self.upstream.complete(req.path, rag.req.raw, req.model, prefix_key), disconnected
+            self.upstream.complete(
+                req.path, rag.req.raw, req.model, prefix_key, deadline=req.deadline
+            ),
+            disconnected,
         )
         headers = self.miss_headers(req, rag, lookup, reply.replica.name, reply.reason, prefix_key)
         body = reply.body
@@ -240,7 +243,8 @@ class Pipeline:
         hide_usage = storable and not req.include_usage
         body = with_usage_requested(rag.req.body) if hide_usage else rag.req.raw
         opened = await until_disconnect(
-            self.upstream.open_stream(req.path, body, req.model, prefix_key), disconnected
+            self.upstream.open_stream(req.path, body, req.model, prefix_key, deadline=req.deadline),
+            disconnected,
         )
         replica = opened.replica.name
 

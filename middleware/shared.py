@@ -145,7 +145,9 @@ class SharedUpstream:
         answer: CachedAnswer | None
         if req.stream:
             body = with_usage_requested(rag.req.body)  # a stored answer must carry usage
-            opened = await self.steps.upstream.open_stream(req.path, body, req.model, prefix_key)
+            opened = await self.steps.upstream.open_stream(
+                req.path, body, req.model, prefix_key, deadline=req.deadline
+            )
             name = opened.replica.name
             headers = self.steps.miss_headers(req, rag, lookup, name, opened.reason, prefix_key)
             flight.open(Opened(name, headers, streamed=True))
@@ -162,7 +164,9 @@ class SharedUpstream:
             )
             flight.finish(answer)
         else:
-            reply = await self.steps.upstream.complete(req.path, rag.req.raw, req.model, prefix_key)
+            reply = await self.steps.upstream.complete(
+                req.path, rag.req.raw, req.model, prefix_key, deadline=req.deadline
+            )
             name = reply.replica.name
             headers = self.steps.miss_headers(req, rag, lookup, name, reply.reason, prefix_key)
             flight.open(Opened(name, headers))

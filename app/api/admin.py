@@ -93,6 +93,11 @@ def _replica_report(gateway: Gateway) -> dict[str, Any]:
                     "open_for_seconds": round(max(0.0, r.breaker.open_until - now), 3),
                 },
                 "in_flight": r.in_flight,
+                "max_inflight": pool.limit(r),
+                "max_num_seqs": r.max_num_seqs,
+                "max_num_seqs_source": None
+                if r.max_num_seqs is None
+                else ("learned" if r.max_num_seqs_learned else "exported"),
                 "metrics": {
                     "num_requests_running": r.metrics.running,
                     "num_requests_waiting": r.metrics.waiting,
@@ -111,6 +116,7 @@ def _replica_report(gateway: Gateway) -> dict[str, Any]:
     return {
         "policy": router_.policy,
         "epsilon": router_.epsilon,
+        "waiting": gateway.upstream.admission.waiting,
         "replicas": replicas,
     }
 
@@ -122,7 +128,9 @@ async def get_replicas(gateway: Admin) -> Response:
 
 
 class ReplicaList(BaseModel):
-    replicas: list[str] = Field(description="Replica URLs, optionally with ;weight=N.")
+    replicas: list[str] = Field(
+        description="Replica URLs, optionally with ;weight=N and ;max_inflight=N."
+    )
 
 
 @router.put("/replicas")

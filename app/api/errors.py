@@ -8,6 +8,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
+from deja.errors import DejaError
 from middleware.errors import error_response, plain_error
 
 
@@ -17,6 +18,8 @@ async def _any_error(request: Request, exc: Exception) -> Response:
 
 async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
+    if isinstance(exc.__cause__, DejaError):  # FastAPI's 400 around a failed body read (408)
+        return error_response(exc.__cause__, f"{request.method} {request.url.path}")
     if exc.status_code == 404:
         return plain_error(404, f"Unknown path {request.url.path}", "not_found")
     if exc.status_code == 405:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.requests import Request
@@ -20,16 +21,29 @@ async def healthz(request: Request) -> Response:
 
 
 async def readyz(request: Request) -> Response:
-    """Ready when the health monitor's last probe found a replica up (no probing per call: the
-    monitor already probes every interval) and the exact store answers."""
+    """Ready when some replica can take a request now — its last ``/health`` probe answered
+    (the monitor probes every interval; nothing is probed per call) and its breaker is not
+    open in its cooldown — and the exact store answers. Each replica's breaker is reported
+    beside its probe, so a replica that answers ``/health`` but fails requests shows as such."""
     gateway = gateway_of(request)
-    replicas = {r.name: r.healthy for r in gateway.pool.replicas}
+    now = time.monotonic()
+    replicas = {
+        r.name: {
+            "healthy": r.healthy,
+            "breaker": r.breaker.state.value,
+            "available": r.healthy and not r.breaker.cooling(now),
+            "in_flight": r.in_flight,
+            "max_inflight": gateway.pool.limit(r),
+        }
+        for r in gateway.pool.replicas
+    }
     checks: dict[str, object] = {"replicas": replicas}
-    ready = any(replicas.values())
+    ready = any(state["available"] for state in replicas.values())
     if gateway.exact is not None:  # the in-process store always answers; Redis may not
         store_ok = await gateway.exact.ping()
         checks[gateway.exact.name] = store_ok
         ready = ready and store_ok
+    checks["waiting"] = gateway.upstream.admission.waiting
     checks["status"] = "ready" if ready else "not ready"
     return json_response(checks, status_code=200 if ready else 503)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import secrets
+import time
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -84,6 +85,7 @@ async def ensure_model(gateway: Gateway, model: str) -> None:
 async def _generate(request: Request, endpoint: Endpoint) -> Response:
     gateway = gateway_of(request)
     settings = gateway.settings
+    deadline = time.monotonic() + settings.request_timeout_seconds  # from arrival, body included
     headers = header_map(request)
     caller = gateway.keys.authenticate(headers.get("authorization"))
     tenant = caller.tenant
@@ -111,6 +113,7 @@ async def _generate(request: Request, endpoint: Endpoint) -> Response:
         context_id=headers.get("x-deja-context-id"),
         rag_on_failure=tenant.rag_on_failure or settings.rag_on_failure,
         corpus_filter=headers.get("x-deja-corpus-filter"),
+        deadline=deadline,
     )
     await ensure_model(gateway, req.model)
     return await gateway.pipeline.handle(req, _disconnect_waiter(request.receive))

@@ -139,6 +139,7 @@ def validate(
     context_id: str | None = None,
     rag_on_failure: RagOnFailure = "error",
     corpus_filter: str | None = None,
+    deadline: float | None = None,
 ) -> GatewayRequest:
     """Parse and check one request body into a :class:`GatewayRequest`. ``corpus`` is the
     header's or the tenant's corpus; ``model_corpus`` the per-model defaults after it, then
@@ -189,6 +190,7 @@ def validate(
         context_id=_check_context_id(context_id),
         rag_on_failure=rag_on_failure,
         corpus_filter=_parse_corpus_filter(corpus_filter, corpus),
+        deadline=deadline,
     )
 
 

@@ -82,11 +82,17 @@ class _ReplicaCollector(Collector):
             "Requests this gateway has open on the replica",
             labels=["replica"],
         )
+        limit = GaugeMetricFamily(
+            "deja_replica_max_inflight",
+            "The replica's in-flight limit (configured, or its max-num-seqs learned)",
+            labels=["replica"],
+        )
         for r in pool.replicas if pool is not None else []:
             healthy.add_metric([r.name], 1.0 if r.healthy else 0.0)
             breaker.add_metric([r.name], 0.0 if r.breaker.state is BreakerState.CLOSED else 1.0)
             in_flight.add_metric([r.name], float(r.in_flight))
-        return [healthy, breaker, in_flight]
+            limit.add_metric([r.name], float(pool.limit(r)) if pool is not None else 0.0)
+        return [healthy, breaker, in_flight, limit]
 
 
 class Metrics:
@@ -225,6 +231,23 @@ class Metrics:
         self.admin_actions = Counter(
             "deja_admin_actions", "Admin API actions", ["action"], registry=r
         )
+        self.admission_queue = Gauge(
+            "deja_admission_queue",
+            "Requests waiting for a free replica slot (every replica at its in-flight limit)",
+            registry=r,
+        )
+        self.admission_wait_seconds = Histogram(
+            "deja_admission_wait_seconds",
+            "Time admitted requests waited for a replica slot (only those that waited)",
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.admission_rejections = Counter(
+            "deja_admission_rejections",
+            "Requests refused for want of a replica slot: queue_full (503), wait_expired (429)",
+            ["reason"],
+            registry=r,
+        )
         self.corpus_chunks = Counter(
             "deja_corpus_chunks_ingested",
             "Chunks embedded and stored, by corpus",
@@ -269,6 +292,9 @@ class Metrics:
 
     def watch_pool(self, pool: ReplicaPool) -> None:
         self._pool = pool
+
+    def watch_admission(self, waiting: Callable[[], int]) -> None:
+        self.admission_queue.set_function(lambda: float(waiting()))
 
     def _child(self, metric: Any, *labels: str) -> Any:
         key = (id(metric), *labels)

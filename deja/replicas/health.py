@@ -4,12 +4,18 @@ The scrape reads vLLM's load gauges; both the current and the deprecated KV-cach
 accepted (``vllm:kv_cache_usage_perc``, ``vllm:gpu_cache_usage_perc``). Series of one metric
 (one per model or engine) are summed. The prefix-cache counters (``vllm:prefix_cache_queries``
 and ``vllm:prefix_cache_hits``, in tokens) are kept for the console's hit rate.
+
+Each scrape also feeds the replica's in-flight limit (``Replica.learn_capacity``). vLLM does not
+export ``--max-num-seqs``: its one info series, ``vllm:cache_config_info``, carries CacheConfig
+labels (block_size, num_gpu_blocks, ...). A ``max_num_seqs`` label on any ``vllm:*_config_info``
+series is read where a server adds one; otherwise the limit is learned from running/waiting.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 
 import aiohttp
@@ -35,16 +41,21 @@ _TPOT = {
     "vllm:inter_token_latency_seconds_sum": "sum",
     "vllm:inter_token_latency_seconds_count": "count",
 }
+_MAX_NUM_SEQS = re.compile(r'[{,]\s*max_num_seqs\s*=\s*"(\d+)"')
 
 
 def parse_vllm_metrics(text: str, scraped_at: float) -> ReplicaMetrics:
     """The load gauges from a Prometheus text exposition."""
     sums = dict.fromkeys(set(_GAUGES.values()), 0.0)
     tpot = {"sum": 0.0, "count": 0.0}
+    max_num_seqs: int | None = None
     for line in text.splitlines():
         if not line.startswith("vllm:"):
             continue
         name = line.split("{", 1)[0].split(" ", 1)[0]
+        if name.endswith("_config_info") and (found := _MAX_NUM_SEQS.search(line)):
+            max_num_seqs = int(found.group(1)) or None
+            continue
         field = _GAUGES.get(name)
         part = _TPOT.get(name)
         if field is None and part is None:
@@ -64,6 +75,7 @@ def parse_vllm_metrics(text: str, scraped_at: float) -> ReplicaMetrics:
         waiting=sums["waiting"],
         kv_cache_usage=sums["kv_cache_usage"],
         seconds_per_token=per_token,
+        max_num_seqs=max_num_seqs,
         scraped_at=scraped_at,
         prefix_cache_queries=sums["prefix_cache_queries"],
         prefix_cache_hits=sums["prefix_cache_hits"],
@@ -89,6 +101,7 @@ class HealthMonitor:
 
     async def check_once(self) -> None:
         await asyncio.gather(*(self._check(r) for r in list(self.pool.replicas)))
+        self.pool.changed()  # health, load and limits may have moved: admission re-checks
 
     async def _check(self, replica: Replica) -> None:
         healthy = await self._probe(replica)
@@ -122,3 +135,4 @@ class HealthMonitor:
         metrics = parse_vllm_metrics(text, time.monotonic())
         metrics.own_at_scrape = replica.in_flight
         replica.metrics = metrics
+        replica.learn_capacity(metrics)

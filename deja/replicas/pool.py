@@ -4,7 +4,9 @@ State per replica:
 - ``healthy``: the last active ``/health`` probe answered (optimistic until the first probe);
 - a circuit ``Breaker`` fed by real requests (passive health);
 - ``in_flight``: requests this gateway has open on it (never stale);
-- ``metrics``: the last scrape of its ``/metrics`` (running, waiting, KV usage).
+- ``metrics``: the last scrape of its ``/metrics`` (running, waiting, KV usage);
+- its in-flight limit (``ReplicaPool.limit``): its spec's ``;max_inflight=N``, else
+  ``replica_max_inflight``, else its max-num-seqs as exported or learned from the scrapes.
 
 Membership can change at run time (``update``): a replica that stays keeps its state, and a
 request in flight on a removed replica finishes on the object it already holds.
@@ -12,19 +14,27 @@ request in flight on a removed replica finishes on the object it already holds.
 
 from __future__ import annotations
 
+import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 from urllib.parse import urlsplit
 
-from config.settings import parse_replica
+from config.settings import parse_replica_spec
 from deja.routing.ring import HashRing
 
 #: Consecutive failures (5xx, timeouts) that open a replica's breaker.
 BREAKER_FAILURES = 3
 #: A scrape older than this many intervals is ignored as a load signal.
 STALE_SCRAPES = 3.0
+#: The in-flight limit of a replica whose own is not known yet: vLLM's default --max-num-seqs.
+UNLEARNED_MAX_INFLIGHT = 256
+#: A learned limit is only a lower bound (a replica short of KV cache runs fewer than its
+#: max-num-seqs), so the gateway may send this share more: if the replica runs them, the next
+#: scrape raises the limit; if not, they wait in its own queue, ready when a sequence ends.
+LEARNED_HEADROOM = 0.125
 
 
 class BreakerState(StrEnum):
@@ -50,6 +60,10 @@ class Breaker:
             return now >= self.open_until
         return not self.probing
 
+    def cooling(self, now: float) -> bool:
+        """Open and still in its cooldown: the replica takes nothing, not even a probe."""
+        return self.state is BreakerState.OPEN and now < self.open_until
+
     def begin(self, now: float) -> None:
         """A request is being sent: an open breaker past its cooldown half-opens for it."""
         if self.state is BreakerState.OPEN and now >= self.open_until:
@@ -59,6 +73,12 @@ class Breaker:
 
     def success(self) -> None:
         self.state, self.failures, self.probing = BreakerState.CLOSED, 0, False
+
+    def abandon(self) -> None:
+        """The probe ended with no verdict (its client went away, its deadline passed): the
+        next request probes instead, rather than the breaker waiting for good."""
+        if self.state is BreakerState.HALF_OPEN:
+            self.probing = False
 
     def failure(self, now: float, cooldown: float, *, immediate: bool = False) -> None:
         """Record a failure; ``immediate`` (refused connection, 429, 503) opens at once."""
@@ -78,6 +98,9 @@ class ReplicaMetrics:
     kv_cache_usage: float = 0.0
     #: Mean decode time per output token since the replica started (its histogram's sum/count).
     seconds_per_token: float | None = None
+    #: A ``max_num_seqs`` label on a ``vllm:*_config_info`` series, where a server exports one
+    #: (vLLM itself does not: its only info series, ``vllm:cache_config_info``, is CacheConfig).
+    max_num_seqs: int | None = None
     scraped_at: float = 0.0
     #: This gateway's in-flight count when the scrape arrived: the part of running + waiting
     #: that was its own.
@@ -100,6 +123,11 @@ class Replica:
     metrics: ReplicaMetrics = field(default_factory=ReplicaMetrics)
     models: list[dict[str, Any]] = field(default_factory=list)
     last_error: str | None = None
+    #: ``;max_inflight=N`` in the replica's spec.
+    max_inflight: int | None = None
+    #: Its concurrency as exported (``max_num_seqs`` label) or learned from the scrapes.
+    max_num_seqs: int | None = None
+    max_num_seqs_learned: bool = False
 
     @property
     def name(self) -> str:
@@ -111,6 +139,18 @@ class Replica:
     def serves(self, model: str) -> bool:
         """True when the replica lists ``model``, or its list could not be read yet."""
         return not self.models or any(entry.get("id") == model for entry in self.models)
+
+    def learn_capacity(self, m: ReplicaMetrics) -> None:
+        """Record the replica's max-num-seqs from a scrape. Exported: taken as is. Otherwise the
+        most requests it was seen running, counted from the first scrape that found requests
+        waiting (saturated, so running was its limit); later scrapes can only raise it."""
+        if m.max_num_seqs is not None:
+            self.max_num_seqs, self.max_num_seqs_learned = m.max_num_seqs, False
+            return
+        if self.max_num_seqs is None and m.waiting <= 0:
+            return
+        self.max_num_seqs = max(self.max_num_seqs or 0, int(m.running)) or None
+        self.max_num_seqs_learned = True
 
     def load(self, now: float, scrape_interval: float) -> int:
         """Requests on this replica: this gateway's in-flight count (exact, never stale), plus
@@ -127,11 +167,19 @@ class ReplicaPool:
     """The current replicas and the hash ring over them."""
 
     def __init__(
-        self, specs: list[str], *, cooldown: float, scrape_interval: float, simulated: bool = False
+        self,
+        specs: list[str],
+        *,
+        cooldown: float,
+        scrape_interval: float,
+        simulated: bool = False,
+        max_inflight: int | None = None,
     ) -> None:
         self.cooldown = cooldown
         self.scrape_interval = scrape_interval
         self.simulated = simulated
+        self.max_inflight = max_inflight
+        self._listeners: list[Callable[[], None]] = []
         self.replicas: list[Replica] = []
         self.ring = HashRing([])
         self._known: frozenset[str] = frozenset()
@@ -143,13 +191,36 @@ class ReplicaPool:
         current = {r.url: r for r in self.replicas}
         replicas = []
         for spec in specs:
-            url, weight = parse_replica(spec)
-            replica = current.get(url) or Replica(url=url, simulated=self.simulated)
-            replica.weight = weight
+            parsed = parse_replica_spec(spec)
+            replica = current.get(parsed.url) or Replica(url=parsed.url, simulated=self.simulated)
+            replica.weight, replica.max_inflight = parsed.weight, parsed.max_inflight
             replicas.append(replica)
         self.replicas = replicas
         self.ring = HashRing([r.url for r in replicas], {r.url: r.weight for r in replicas})
         self._recompute_known()
+        self.changed()
+
+    def limit(self, replica: Replica) -> int:
+        """How many requests ``replica`` may have in flight (see the module docstring)."""
+        if replica.max_inflight is not None:
+            return replica.max_inflight
+        if self.max_inflight is not None:
+            return self.max_inflight
+        seqs = replica.max_num_seqs
+        if seqs is None:
+            return UNLEARNED_MAX_INFLIGHT
+        if replica.max_num_seqs_learned:
+            return seqs + math.ceil(seqs * LEARNED_HEADROOM)
+        return seqs
+
+    def on_change(self, listener: Callable[[], None]) -> None:
+        """Call ``listener`` whenever a replica may have gained room: a breaker's verdict, a
+        health round, new membership or model lists (admission wakes its waiters)."""
+        self._listeners.append(listener)
+
+    def changed(self) -> None:
+        for listener in self._listeners:
+            listener()
 
     def candidates(self, model: str, now: float | None = None) -> list[Replica]:
         """Usable replicas that serve ``model``, in configuration order."""
@@ -167,15 +238,20 @@ class ReplicaPool:
         cooldown = max(self.cooldown, retry_after or 0.0)
         replica.breaker.failure(time.monotonic(), cooldown, immediate=immediate)
         replica.last_error = reason
+        self.changed()
 
     def record_success(self, replica: Replica) -> None:
+        closing = replica.breaker.state is not BreakerState.CLOSED
         replica.breaker.success()
         replica.last_error = None
+        if closing:
+            self.changed()
 
     def set_models(self, replica: Replica, models: list[dict[str, Any]]) -> None:
         """Record what ``replica`` serves (from its ``/v1/models``)."""
         replica.models = models
         self._recompute_known()
+        self.changed()
 
     def _recompute_known(self) -> None:
         self._known = frozenset(str(m.get("id")) for r in self.replicas for m in r.models)

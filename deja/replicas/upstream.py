@@ -35,8 +35,10 @@ from deja.errors import (
     describe,
 )
 from deja.observability.metrics import Metrics
+from deja.replicas.admission import Admission, Slot
+from deja.replicas.deadline import chunk_before, within
 from deja.replicas.pool import Replica
-from deja.routing.router import Router
+from deja.routing.router import Route, Router
 
 log = logging.getLogger("deja.upstream")
 
@@ -49,6 +51,8 @@ RETRY_AFTER_MAX_SECONDS = 60.0
 
 #: Failover: how many replicas one request may try, and the backoff between tries.
 MAX_ATTEMPTS = 3
+#: The overall deadline of a request that names none (judge and shadow calls, tests).
+DEFAULT_REQUEST_TIMEOUT_SECONDS = 600.0
 RETRY_BACKOFF_SECONDS = 0.005
 RETRY_BACKOFF_MAX_SECONDS = 0.25
 
@@ -115,26 +119,57 @@ class UpstreamReply:
 class UpstreamStream:
     """An open 200 streaming answer. Iterate ``chunks()`` once; always ``close()``."""
 
-    def __init__(self, replica: Replica, reason: str, response: aiohttp.ClientResponse) -> None:
-        self.replica = replica
+    def __init__(
+        self,
+        slot: Slot,
+        reason: str,
+        response: aiohttp.ClientResponse,
+        admission: Admission,
+        deadline: float,
+        read_timeout: float,
+    ) -> None:
+        self.replica = slot.replica
         self.reason = reason
+        self._slot = slot
         self._response = response
+        self._admission = admission
+        self._deadline = deadline
+        self._read_timeout = read_timeout
         self._finished = False
         self._closed = False
 
     async def chunks(self) -> AsyncIterator[bytes]:
-        """The body as it arrives; failures become ``UpstreamError``s."""
+        """The body as it arrives; failures become ``UpstreamError``s, the request's deadline
+        a ``DeadlineExceededError``."""
+        reader = self._response.content.iter_any().__aiter__()
+        deadline, read_timeout = self._deadline, self._read_timeout
         with map_aiohttp_errors(self.replica.name, "streaming"):
-            async for data in self._response.content.iter_any():
+            while True:
+                if deadline - time.monotonic() > read_timeout:  # it ends this wait first
+                    try:
+                        data = await reader.__anext__()
+                    except StopAsyncIteration:
+                        break
+                elif (last := await chunk_before(reader, deadline)) is not None:
+                    data = last
+                else:
+                    break
                 yield data
         self._finished = True
+
+    def __del__(self) -> None:
+        # A stream whose response never started (its client left between the replica's
+        # headers and the first chunk: Starlette then never iterates) still gives back its
+        # slot and its connection.
+        if not self._closed:
+            self.close()
 
     def close(self) -> None:
         """Return the connection to the pool after a full read, else drop it."""
         if self._closed:
             return
         self._closed = True
-        self.replica.in_flight -= 1
+        self._admission.release(self._slot)
         if self._finished:
             self._response.release()
         else:
@@ -190,12 +225,14 @@ def _error_from_reply(
 
 
 class Upstream:
-    """Sends requests to the replicas the router picks, failing over before the first byte.
+    """Sends requests to the replicas admission and the router pick, failing over before the
+    first byte.
 
     A refused or dropped connection, a 5xx or a 429 is retried on the next replica in route
-    order (at most ``MAX_ATTEMPTS`` replicas, jittered backoff between them); the breaker
-    records it, and a 429/503 ``Retry-After`` keeps it out for that long. Nothing is retried once
-    a replica has answered 200, nor after a read timeout (the wait was already spent).
+    order that has room (at most ``MAX_ATTEMPTS`` replicas, jittered backoff between them); the
+    breaker records it, and a 429/503 ``Retry-After`` keeps it out for that long. Nothing is
+    retried once a replica has answered 200, nor after a read timeout (the wait was already
+    spent). Every call ends by its deadline (``DeadlineExceededError``).
     """
 
     def __init__(
@@ -204,35 +241,42 @@ class Upstream:
         session: aiohttp.ClientSession,
         api_key: str | None,
         metrics: Metrics | None = None,
+        *,
+        admission: Admission | None = None,
+        request_timeout: float = DEFAULT_REQUEST_TIMEOUT_SECONDS,
     ) -> None:
         self.metrics = metrics or Metrics()
         self.router = router
         self.pool = router.pool
+        self.admission = admission or Admission(router, metrics=self.metrics)
+        self.request_timeout = request_timeout
         self._session = session
+        self._read_timeout = session.timeout.sock_read or math.inf
         self._headers = dict(JSON_HEADERS)
         if api_key:
             self._headers["authorization"] = f"Bearer {api_key}"
 
     async def _send(
-        self, path: str, body: bytes, model: str, prefix_key: str | None
-    ) -> tuple[Replica, str, aiohttp.ClientResponse]:
+        self, route: Route, slot: Slot, path: str, body: bytes, prefix_key: str | None
+    ) -> tuple[Slot, str, aiohttp.ClientResponse]:
         """The first replica in route order that answers with neither 5xx nor 429.
 
-        On return the replica's ``in_flight`` counts this request; the caller decrements it.
+        ``slot`` holds ``route.order[0]``; every slot this releases, and the one it returns
+        is the caller's to release.
         """
-        route = self.router.route(model, prefix_key)
         # The key travels on, so an L7 balancer between deja and the replicas can hash on it.
         headers = self._headers
         if prefix_key is not None:
             headers = {**headers, "x-prefix-hash": prefix_key}
         last: UpstreamError | None = None
+        taken: Slot | None = slot
         for attempt, replica in enumerate(route.order[:MAX_ATTEMPTS]):
             if attempt:
                 await asyncio.sleep(_backoff(attempt))
-                if not replica.usable(time.monotonic()):
+                taken = self.admission.try_reserve(replica)
+                if taken is None:
                     continue
-            replica.breaker.begin(time.monotonic())
-            replica.in_flight += 1
+            assert taken is not None
             sent = time.perf_counter()
             try:
                 with map_aiohttp_errors(replica.name, "connecting"):
@@ -240,38 +284,39 @@ class Upstream:
                         replica.url + path, data=body, headers=headers
                     )
             except ReplicaConnectError as exc:
-                replica.in_flight -= 1
+                self.admission.release(taken)
                 self.metrics.upstream_answer(replica.name, "error", None)
                 self.pool.record_failure(replica, exc.message, immediate=True)
                 log.warning("%s, failing over", exc.message)
                 last = exc
                 continue
             except UpstreamError as exc:  # a timeout or a broken transport: not retried
-                replica.in_flight -= 1
+                self.admission.release(taken)
                 timeout = isinstance(exc, UpstreamTimeoutError)
                 self.metrics.upstream_answer(replica.name, "timeout" if timeout else "error", None)
                 self.pool.record_failure(replica, exc.message)
                 raise
             except BaseException:
-                replica.in_flight -= 1  # cancelled (the client went away)
+                self.admission.release(taken)  # cancelled (the client went away, the deadline)
                 raise
             status = response.status
             self.metrics.upstream_answer(replica.name, str(status), time.perf_counter() - sent)
             if status == 429 or status >= 500:
-                last = await self._refused(replica, response)
+                last = await self._refused(taken, response)
                 continue
             self.pool.record_success(replica)
             reason = route.reason if attempt == 0 else "failover"
             self.metrics.routed(self.router.policy, reason)
-            return replica, reason, response
+            return taken, reason, response
         if last is None:
-            raise NoHealthyReplicaError(f"no healthy replica serves model {model!r} right now")
+            raise NoHealthyReplicaError("no replica in the route had room for a retry")
         raise last
 
-    async def _refused(self, replica: Replica, response: aiohttp.ClientResponse) -> UpstreamError:
+    async def _refused(self, slot: Slot, response: aiohttp.ClientResponse) -> UpstreamError:
         """A 429 or 5xx: read the body, mark the replica, and return the error to fail over
         from (``Retry-After`` keeps the replica out, capped)."""
-        data = await self._drain(replica, response)
+        replica = slot.replica
+        data = await self._drain(slot, response)
         status = response.status
         self.pool.record_failure(
             replica,
@@ -282,15 +327,15 @@ class Upstream:
         log.warning("replica %s answered %d, failing over", replica.name, status)
         return _error_from_reply(status, data, response.headers, replica)
 
-    async def _drain(self, replica: Replica, response: aiohttp.ClientResponse) -> bytes:
+    async def _drain(self, slot: Slot, response: aiohttp.ClientResponse) -> bytes:
         """The body of an answer that is not passed on (empty if it cannot be read), and the
-        end of this request's in-flight count."""
+        end of this request's slot."""
         try:
-            return await self._read(replica, response)
+            return await self._read(slot.replica, response)
         except UpstreamError:
             return b""
         finally:
-            replica.in_flight -= 1
+            self.admission.release(slot)
 
     async def _read(self, replica: Replica, response: aiohttp.ClientResponse) -> bytes:
         try:
@@ -299,25 +344,49 @@ class Upstream:
         finally:
             response.release()
 
+    def _deadline(self, deadline: float | None) -> float:
+        return time.monotonic() + self.request_timeout if deadline is None else deadline
+
     async def complete(
-        self, path: str, body: bytes, model: str, prefix_key: str | None
+        self,
+        path: str,
+        body: bytes,
+        model: str,
+        prefix_key: str | None,
+        *,
+        deadline: float | None = None,
     ) -> UpstreamReply:
-        """Send a non-streamed request; a 200 answer comes back whole, anything else raises."""
-        replica, reason, response = await self._send(path, body, model, prefix_key)
-        try:
-            data = await self._read(replica, response)
-        finally:
-            replica.in_flight -= 1
+        """Send a non-streamed request; a 200 answer comes back whole, anything else raises.
+        ``deadline`` (monotonic) bounds the wait for a slot (then ``OverloadedError``) and the
+        whole exchange (then ``DeadlineExceededError``)."""
+        deadline = self._deadline(deadline)
+        route, slot = await self.admission.admit(model, prefix_key, deadline)
+        async with within(deadline, "waiting for the replica's answer"):
+            slot, reason, response = await self._send(route, slot, path, body, prefix_key)
+            try:
+                data = await self._read(slot.replica, response)
+            finally:
+                self.admission.release(slot)
         if response.status != 200:
-            raise _error_from_reply(response.status, data, response.headers, replica)
-        return UpstreamReply(replica=replica, reason=reason, body=data)
+            raise _error_from_reply(response.status, data, response.headers, slot.replica)
+        return UpstreamReply(replica=slot.replica, reason=reason, body=data)
 
     async def open_stream(
-        self, path: str, body: bytes, model: str, prefix_key: str | None
+        self,
+        path: str,
+        body: bytes,
+        model: str,
+        prefix_key: str | None,
+        *,
+        deadline: float | None = None,
     ) -> UpstreamStream:
-        """Send a streamed request and return once the replica's 200 headers have arrived."""
-        replica, reason, response = await self._send(path, body, model, prefix_key)
+        """Send a streamed request and return once the replica's 200 headers have arrived; the
+        stream's chunks end by ``deadline`` too."""
+        deadline = self._deadline(deadline)
+        route, slot = await self.admission.admit(model, prefix_key, deadline)
+        async with within(deadline, "waiting for the replica's first byte"):
+            slot, reason, response = await self._send(route, slot, path, body, prefix_key)
         if response.status != 200:
-            data = await self._drain(replica, response)
-            raise _error_from_reply(response.status, data, response.headers, replica)
-        return UpstreamStream(replica, reason, response)
+            data = await self._drain(slot, response)
+            raise _error_from_reply(response.status, data, response.headers, slot.replica)
+        return UpstreamStream(slot, reason, response, self.admission, deadline, self._read_timeout)

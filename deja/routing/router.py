@@ -44,10 +44,16 @@ class Router:
         self._rotation = itertools.count()
 
     def route(self, model: str, prefix_key: str | None) -> Route:
+        """The order over every usable replica that serves ``model`` (limits aside)."""
         now = time.monotonic()
         usable = self.pool.candidates(model, now)
         if not usable:
             raise NoHealthyReplicaError(f"no healthy replica serves model {model!r} right now")
+        return self.order(usable, prefix_key, now)
+
+    def order(self, usable: list[Replica], prefix_key: str | None, now: float) -> Route:
+        """The policy's order over ``usable`` (non-empty): admission passes the replicas with
+        a free slot, so the bounded-load hash only ever places a request where it can run."""
         if self.policy == "round_robin":
             start = next(self._rotation) % len(usable)
             return Route(usable[start:] + usable[:start], "round_robin")

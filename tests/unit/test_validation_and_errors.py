@@ -9,10 +9,14 @@ import pytest
 
 from app.api.validation import validate
 from deja.errors import (
+    BodyReadTimeoutError,
     BodyTooLargeError,
+    DeadlineExceededError,
     InvalidRequestError,
     ModelNotFoundError,
     NoHealthyReplicaError,
+    OverloadedError,
+    QueueFullError,
     UpstreamClientError,
     UpstreamServerError,
     UpstreamTimeoutError,
@@ -111,6 +115,10 @@ def test_stream_flags() -> None:
             "upstream_server_error",
         ),
         (UpstreamTimeoutError("x"), 504, "timeout", "upstream_timeout"),
+        (DeadlineExceededError("x"), 504, "timeout", "deadline_exceeded"),
+        (OverloadedError("x", retry_after=3), 429, "requests", "overloaded"),
+        (QueueFullError("x", retry_after=3), 503, "service_unavailable", "queue_full"),
+        (BodyReadTimeoutError("x"), 408, "invalid_request_error", "request_timeout"),
     ],
 )
 def test_error_mapping(error: Any, status: int, type_: str, code: str | None) -> None:
@@ -119,6 +127,12 @@ def test_error_mapping(error: Any, status: int, type_: str, code: str | None) ->
     assert orjson.loads(bytes(response.body)) == {
         "error": {"message": "x", "type": type_, "param": error.param, "code": code}
     }
+
+
+def test_overload_and_body_timeout_headers() -> None:
+    assert error_response(OverloadedError("x", retry_after=3)).headers["retry-after"] == "3"
+    assert error_response(QueueFullError("x", retry_after=2)).headers["retry-after"] == "2"
+    assert error_response(BodyReadTimeoutError("x")).headers["connection"] == "close"
 
 
 def test_replica_client_errors_pass_through_verbatim() -> None:

@@ -1,0 +1,194 @@
+"""In-flight limits, the wait queue and breakers as admission sees them (no I/O: a pool of
+replica objects, the real router and admission, on the test's event loop)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from config.settings import parse_replica_spec
+from deja.errors import NoHealthyReplicaError, OverloadedError, QueueFullError
+from deja.replicas.admission import Admission, Slot
+from deja.replicas.health import parse_vllm_metrics
+from deja.replicas.pool import UNLEARNED_MAX_INFLIGHT, BreakerState, ReplicaPool
+from deja.routing.router import Route, Router
+
+A, B = "http://10.0.0.1:8000", "http://10.0.0.2:8000"
+
+
+def admission(
+    specs: list[str], *, max_inflight: int | None = 1, queue_size: int = 8, cooldown: float = 5.0
+) -> Admission:
+    pool = ReplicaPool(specs, cooldown=cooldown, scrape_interval=5.0, max_inflight=max_inflight)
+    return Admission(Router(pool, "least_loaded", 0.25), queue_size=queue_size)
+
+
+def soon(seconds: float = 5.0) -> float:
+    return time.monotonic() + seconds
+
+
+async def settle() -> None:
+    for _ in range(3):
+        await asyncio.sleep(0)
+
+
+def test_replica_spec_parameters() -> None:
+    spec = parse_replica_spec("http://a:1/;weight=2;max_inflight=8")
+    assert (spec.url, spec.weight, spec.max_inflight) == ("http://a:1", 2.0, 8)
+    for bad in ("http://a:1;max_inflight=0", "http://a:1;max_inflight=x"):
+        with pytest.raises(ValueError):
+            parse_replica_spec(bad)
+
+
+def test_limit_precedence_and_learning_from_running_and_waiting() -> None:
+    pool = ReplicaPool([A + ";max_inflight=3", B], cooldown=5.0, scrape_interval=5.0)
+    a, b = pool.replicas
+    assert pool.limit(a) == 3  # the spec wins
+    assert pool.limit(b) == UNLEARNED_MAX_INFLIGHT
+    busy = "vllm:num_requests_running 16\nvllm:num_requests_waiting 0\n"
+    b.learn_capacity(parse_vllm_metrics(busy, 1.0))
+    assert b.max_num_seqs is None  # nobody waited: 16 running says nothing about the limit
+    queued = "vllm:num_requests_running 16\nvllm:num_requests_waiting 7\n"
+    b.learn_capacity(parse_vllm_metrics(queued, 2.0))
+    assert b.max_num_seqs == 16 and pool.limit(b) == 16 + 2  # 1/8 headroom to learn upwards
+    b.learn_capacity(parse_vllm_metrics("vllm:num_requests_running 12\n", 3.0))
+    assert b.max_num_seqs == 16  # later scrapes only raise it
+    b.learn_capacity(parse_vllm_metrics("vllm:num_requests_running 18\n", 4.0))
+    assert b.max_num_seqs == 18
+    exported = (
+        'vllm:cache_config_info{block_size="16",num_gpu_blocks="4096"} 1.0\n'
+        'vllm:scheduler_config_info{max_model_len="8192",max_num_seqs="64"} 1.0\n'
+    )
+    metrics = parse_vllm_metrics(exported, 5.0)
+    assert metrics.max_num_seqs == 64
+    b.learn_capacity(metrics)
+    assert pool.limit(b) == 64  # exported: taken as is
+    assert parse_vllm_metrics(exported.splitlines()[0], 6.0).max_num_seqs is None
+    fixed = ReplicaPool([A], cooldown=5.0, scrape_interval=5.0, max_inflight=5)
+    fixed.replicas[0].learn_capacity(metrics)
+    assert fixed.limit(fixed.replicas[0]) == 5  # the setting wins over what is learned
+
+
+async def test_saturated_requests_wait_in_arrival_order() -> None:
+    adm = admission([A])
+    _, first = await adm.admit("m", None, soon())
+    order: list[int] = []
+    slots: list[Slot] = []
+
+    async def wait(i: int) -> None:
+        _, slot = await adm.admit("m", None, soon())
+        order.append(i)
+        slots.append(slot)
+
+    waiters = [asyncio.create_task(wait(i)) for i in range(3)]
+    await settle()
+    assert adm.waiting == 3 and not order
+    adm.release(first)
+    await settle()
+    assert order == [0] and adm.waiting == 2
+    # a newcomer does not overtake the queue even when it arrives right after a release
+    adm.release(slots[0])
+    late = asyncio.create_task(wait(99))
+    await settle()
+    assert order == [0, 1]
+    for _ in range(2):
+        adm.release(slots[-1])
+        await settle()
+    assert order == [0, 1, 2, 99]
+    await asyncio.gather(*waiters, late)
+    adm.release(slots[-1])
+    assert adm.pool.replicas[0].in_flight == 0 and adm.waiting == 0
+
+
+async def test_full_queue_refuses_at_once_and_an_expired_wait_is_429() -> None:
+    adm = admission([A], queue_size=1)
+    _, held = await adm.admit("m", None, soon())
+    queued = asyncio.create_task(adm.admit("m", None, soon(0.2)))
+    await settle()
+    started = time.perf_counter()
+    with pytest.raises(QueueFullError) as full:
+        await adm.admit("m", None, soon())
+    assert time.perf_counter() - started < 0.01 and full.value.retry_after >= 1
+    with pytest.raises(OverloadedError) as expired:
+        await queued
+    assert not isinstance(expired.value, QueueFullError) and expired.value.retry_after >= 1
+    assert adm.waiting == 0
+    adm.release(held)
+
+
+async def test_a_cancelled_waiter_leaves_the_queue_and_a_late_grant_goes_back() -> None:
+    adm = admission([A])
+    _, held = await adm.admit("m", None, soon())
+    gone = asyncio.create_task(adm.admit("m", None, soon()))
+    await settle()
+    gone.cancel()
+    await settle()
+    assert adm.waiting == 0
+    adm.release(held)
+    replica = adm.pool.replicas[0]
+    assert replica.in_flight == 0
+    # granted and cancelled in the same loop turn: the slot must come back
+    _, held = await adm.admit("m", None, soon())
+    late = asyncio.create_task(adm.admit("m", None, soon()))
+    await settle()
+    adm.release(held)  # grants the waiter's future ...
+    late.cancel()  # ... whose task is cancelled before it runs
+    with pytest.raises(asyncio.CancelledError):
+        await late
+    assert replica.in_flight == 0
+
+
+async def test_half_open_breaker_makes_requests_wait_for_its_probe_not_fail() -> None:
+    adm = admission([A], max_inflight=4, cooldown=0.05)
+    pool = adm.pool
+    replica = pool.replicas[0]
+    pool.record_failure(replica, "HTTP 503", immediate=True)
+    assert replica.breaker.state is BreakerState.OPEN
+    results: list[tuple[Route, Slot]] = []
+
+    async def ask() -> None:
+        results.append(await adm.admit("m", None, soon()))
+
+    tasks = [asyncio.create_task(ask()) for _ in range(5)]
+    await asyncio.sleep(0.15)  # past the cooldown: the timer lets exactly one probe through
+    assert len(results) == 1 and results[0][1].probe and adm.waiting == 4
+    assert replica.breaker.state is BreakerState.HALF_OPEN
+    pool.record_success(replica)  # the probe answered: the breaker closes, the rest go
+    await settle()
+    assert len(results) == 4 and adm.waiting == 1  # the limit (4) holds after closing
+    for _, slot in results:
+        adm.release(slot)
+    await asyncio.gather(*tasks)
+    adm.release(results[-1][1])
+    assert replica.in_flight == 0
+
+
+async def test_a_probe_that_ends_without_a_verdict_lets_the_next_request_probe() -> None:
+    adm = admission([A], cooldown=0.0)
+    replica = adm.pool.replicas[0]
+    adm.pool.record_failure(replica, "refused", immediate=True)
+    _, probe = await adm.admit("m", None, soon())
+    assert probe.probe and replica.breaker.probing
+    adm.release(probe)  # cancelled: neither success nor failure
+    _, again = await adm.admit("m", None, soon(0.5))
+    assert again.probe
+    adm.release(again)
+
+
+async def test_only_a_replica_with_room_is_chosen_and_no_healthy_replica_is_503() -> None:
+    adm = admission([A, B])
+    _, on_a = await adm.admit("m", None, soon())
+    route, on_b = await adm.admit("m", None, soon())
+    assert {on_a.replica.url, on_b.replica.url} == {A, B}
+    assert [r.url for r in route.order] == [on_b.replica.url]  # full replicas are not offered
+    waiting = asyncio.create_task(adm.admit("m", None, soon()))
+    await settle()
+    for r in adm.pool.replicas:
+        r.healthy = False
+    adm.pool.changed()  # a health round found both down: the waiter gets its 503 now
+    with pytest.raises(NoHealthyReplicaError):
+        await waiting
+    with pytest.raises(NoHealthyReplicaError):
+        await adm.admit("m", None, soon())
