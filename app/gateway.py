@@ -50,6 +50,7 @@ from deja.replicas.upstream import Upstream
 from deja.routing.prefix import PrefixConfig
 from deja.semantic.cache import SEMANTIC_ERRORS, SemanticCache
 from deja.tenancy.keyring import KeyRing
+from deja.tenancy.keywatch import KeysFile, log_change
 from deja.tenancy.ratelimit import MemoryRateLimiter, RateLimiter, RedisRateLimiter
 from deja.tenancy.thresholds import (
     FileThresholdStore,
@@ -91,6 +92,8 @@ class Gateway:
     background: BackgroundTasks = field(default_factory=BackgroundTasks)
     corpora: Corpora | None = None
     audit_trail: AuditTrail = field(default_factory=AuditTrail)
+    #: The keys file, followed while serving (None in open mode).
+    keys_file: KeysFile | None = None
 
     @property
     def pool(self) -> ReplicaPool:
@@ -131,7 +134,7 @@ class Gateway:
         span_exporter: SpanExporter | None,
         access_sink: BinaryIO | None,
     ) -> Gateway:
-        keys = client_keys(settings)
+        keys, keys_file = client_keys(settings)
         if uses_data_dir_exclusively(settings):
             lock = DataDirLock(settings.data_dir)
             lock.acquire()
@@ -183,6 +186,7 @@ class Gateway:
             semantic=parts.cache,
             pipeline=pipeline,
             keys=keys,
+            keys_file=keys_file,
             limiter=RedisRateLimiter(redis) if redis is not None else MemoryRateLimiter(),
             thresholds=thresholds,
             threshold_store=RedisThresholdStore(redis)
@@ -236,6 +240,8 @@ class Gateway:
             work.append(_sweep_forever(self.semantic, settings.semantic_sweep_seconds))
         if self.corpora is not None and self.corpora.store.shared:
             work.append(self.corpora.refresh_forever(settings.corpus_refresh_seconds))
+        if self.keys_file is not None and settings.keys_reload_seconds > 0:
+            work.append(self.keys_file.follow(settings.keys_reload_seconds, self.install_keys))
         loop = asyncio.get_running_loop()
         tasks = [loop.create_task(w) for w in work]
 
@@ -247,12 +253,14 @@ class Gateway:
         stack.push_async_callback(stop)
 
     def _install_sighup(self) -> bool:
-        """SIGHUP re-reads the replica list (same sources as at start) without a restart."""
+        """SIGHUP re-reads the keys file and the replica list (same sources as at start)
+        without a restart."""
         reload = self.reload
         if reload is None or threading.current_thread() is not threading.main_thread():
             return False
 
         def on_hup() -> None:
+            self.reload_keys("SIGHUP")
             try:
                 replicas = reload().replicas
             except ConfigError as exc:
@@ -262,6 +270,24 @@ class Gateway:
 
         asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, on_hup)
         return True
+
+    def install_keys(self, keys: KeyRing) -> None:
+        """Swap in a new key ring: one assignment, so a request authenticates against the old
+        ring or the new one, never a mix."""
+        self.keys = keys
+
+    def reload_keys(self, why: str) -> None:
+        """Re-read the keys file now (a small file, read on the event loop: SIGHUP is rare);
+        a broken file keeps the current keys and says so in one line."""
+        if self.keys_file is None:
+            return
+        change = self.keys_file.poll(repeat_errors=True)
+        if change is None:
+            if not self.keys_file.failing:
+                log.info("%s: keys file %s unchanged", why, self.keys_file.path)
+            return
+        self.install_keys(change.ring)
+        log_change(self.keys_file.path, change, why)
 
     def reload_replicas(self, replicas: list[str]) -> None:
         """Swap the replica list in place: in-flight requests finish where they are."""

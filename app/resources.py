@@ -36,7 +36,8 @@ from deja.semantic.shadow import ShadowChecks
 from deja.semantic.verifier import Verifier
 from deja.temporal.classifier import load_classifier
 from deja.temporal.rules import TemporalDetector
-from deja.tenancy.keyring import KeyRing, load_keys
+from deja.tenancy.keyring import KeyRing
+from deja.tenancy.keywatch import KeysFile
 from deja.tenancy.thresholds import Thresholds
 from deja.vectorstore.base import VectorStore, collection_name
 from deja.vectorstore.edge import EdgeVectorStore
@@ -104,17 +105,19 @@ class Replicas:
         )
 
 
-def client_keys(settings: Settings) -> KeyRing:
-    """The keys file's tenants (open mode without one), warning about what is left open."""
+def client_keys(settings: Settings) -> tuple[KeyRing, KeysFile | None]:
+    """The keys file's tenants (open mode without one), warning about what is left open, and
+    the file to follow for changes."""
     if settings.admin_key is None:
         log.warning("DEJA_ADMIN_KEY is not set: the admin API (/admin) is disabled")
-    keys = load_keys(settings.keys_file)
-    if keys.open:
+    if settings.keys_file is None:
         log.warning(
             "NO CLIENT KEYS CONFIGURED (DEJA_KEYS_FILE): the gateway is open, every caller "
             "is tenant 'default'"
         )
-    return keys
+        return KeyRing(), None
+    keys_file = KeysFile(settings.keys_file)
+    return keys_file.load(), keys_file
 
 
 def temporal_detector(settings: Settings) -> TemporalDetector | None:

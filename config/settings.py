@@ -424,6 +424,12 @@ class Settings(BaseSettings):
         description="YAML file of tenants and their key hashes (`deja keys add`); unset = open "
         "gateway, one `default` tenant.",
     )
+    keys_reload_seconds: float = Field(
+        2.0,
+        ge=0,
+        description="How often the keys file is checked for changes (a revoked key stops "
+        "working within this); 0: only on SIGHUP.",
+    )
     admin_key: SecretStr | None = Field(
         None,
         description="Bearer key for /admin. Unset: /admin is open (logged loudly at start-up).",

@@ -3,7 +3,10 @@
 The keys file (``DEJA_KEYS_FILE``, YAML) maps tenants to the sha256 hashes of their API keys and
 their own cache settings; raw keys are never stored. A presented key is hashed, then looked up by
 its hash and confirmed with ``hmac.compare_digest`` — no comparison ever touches raw key bytes,
-and keys are never logged. With no keys file the gateway is open, as the single ``default`` tenant.
+and keys are never logged. With no keys file the gateway is open, as the single ``default``
+tenant; a keys file is authoritative, so one that holds no keys lets no client in (revoking the
+last key must not open the gateway). ``deja.tenancy.keywatch`` reloads the file while the
+gateway runs.
 
 ```yaml
 tenants:
@@ -60,9 +63,13 @@ class Caller:
 
 
 class KeyRing:
-    """Key hash → tenant. Empty means open mode (every caller is the default tenant)."""
+    """Key hash → tenant. Empty and not ``closed`` means open mode (every caller is the default
+    tenant); a ring read from a keys file is ``closed``: with no keys, nobody gets in."""
 
-    def __init__(self, tenants: dict[str, tuple[Tenant, list[str]]] | None = None) -> None:
+    def __init__(
+        self, tenants: dict[str, tuple[Tenant, list[str]]] | None = None, *, closed: bool = False
+    ) -> None:
+        self.closed = closed
         self._by_hash: dict[str, tuple[str, Tenant]] = {}
         self.tenants: dict[str, Tenant] = {}
         for name, (tenant, hashes) in (tenants or {}).items():
@@ -73,7 +80,11 @@ class KeyRing:
 
     @property
     def open(self) -> bool:
-        return not self._by_hash
+        return not self._by_hash and not self.closed
+
+    @property
+    def key_count(self) -> int:
+        return len(self._by_hash)
 
     def authenticate(self, authorization: str | None) -> Caller:
         """The caller behind an ``Authorization`` header; 401 for a missing or unknown key."""
@@ -114,8 +125,15 @@ def read_keys_document(path: Path, *, missing_ok: bool = False) -> tuple[dict[st
         raise ConfigError(
             f"keys file {path} does not exist (create it with `deja keys add TENANT`)"
         ) from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"keys file {path} is not UTF-8 text: {exc}") from exc
     except OSError as exc:
         raise ConfigError(f"cannot read keys file {path}: {exc.strerror or exc}") from exc
+    return parse_keys_document(text, path), text
+
+
+def parse_keys_document(text: str, path: Path) -> dict[str, Any]:
+    """``text`` (the keys file at ``path``, named in errors) as a shape-checked document."""
     try:
         doc: Any = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -137,7 +155,7 @@ def read_keys_document(path: Path, *, missing_ok: bool = False) -> tuple[dict[st
             raise ConfigError(f"keys file {path}: {name}.key_hashes must be a list")
         if not all(_KEY_HASH.fullmatch(str(h).lower()) for h in hashes):
             raise ConfigError(f"keys file {path}: {name}.key_hashes must be sha256 hex digests")
-    return doc, text
+    return doc
 
 
 def load_keys(path: Path | None) -> KeyRing:
@@ -145,6 +163,11 @@ def load_keys(path: Path | None) -> KeyRing:
     if path is None:
         return KeyRing()
     doc, _ = read_keys_document(path)
+    return keyring_from_document(doc, path)
+
+
+def keyring_from_document(doc: dict[str, Any], path: Path) -> KeyRing:
+    """The (closed) ring of a document ``parse_keys_document`` accepted."""
     tenants: dict[str, tuple[Tenant, list[str]]] = {}
     for name, spec in doc["tenants"].items():
         spec = spec or {}
@@ -164,7 +187,7 @@ def load_keys(path: Path | None) -> KeyRing:
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"tenant {name!r} in {path}: {exc}") from exc
         tenants[str(name)] = (tenant, hashes)
-    return KeyRing(tenants)
+    return KeyRing(tenants, closed=True)
 
 
 def _rag_on_failure(value: Any) -> Literal["answer", "error"] | None:
