@@ -8,6 +8,7 @@ import logging
 import os
 import signal
 import socket
+import sys
 import time
 from collections.abc import Callable
 
@@ -52,26 +53,43 @@ def preflight(settings: Settings) -> socket.socket:
 
 
 class AnnouncingServer(uvicorn.Server):
-    """uvicorn logs no "running on" line for sockets it is handed; this one does, once it
-    accepts connections."""
+    """Says where the gateway listens once it accepts connections, in every mode: uvicorn logs
+    no "running on" line for a socket it is handed, and none at all under ``--log-level
+    warning``. The line goes straight to stderr, whatever the log level: it is the one line
+    every user of ``deja serve`` needs."""
 
-    def __init__(self, config: uvicorn.Config, url: str) -> None:
+    def __init__(self, config: uvicorn.Config, url: str, worker: str = "") -> None:
         super().__init__(config)
         self.url = url
+        self.worker = worker
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets=sockets)
         if self.started:
-            logging.getLogger("uvicorn.error").info(
-                "Uvicorn running on %s (Press CTRL+C to quit)", self.url
-            )
+            sys.stderr.write(f"{listening_line(self.url, self.worker)}\n")
+            sys.stderr.flush()
+
+
+def listening_line(url: str, worker: str = "") -> str:
+    """``deja listening on http://127.0.0.1:8080 (Press CTRL+C to quit)``; ``worker`` names the
+    process among ``--workers N``."""
+    where = f"{worker}, " if worker else ""
+    return f"deja listening on {url} ({where}Press CTRL+C to quit)"
+
+
+def listen_url(sock: socket.socket) -> str:
+    host, port = sock.getsockname()[:2]
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
 def run_server(
-    settings: Settings, sock: socket.socket, reload: Callable[[], Settings] | None = None
+    settings: Settings,
+    sock: socket.socket,
+    reload: Callable[[], Settings] | None = None,
+    worker: str = "",
 ) -> None:
     """Serve on ``sock`` until interrupted; SIGHUP (or POST /admin/replicas/reload) calls
-    ``reload``."""
+    ``reload``; ``worker`` names this process in the listening line."""
     config = uvicorn.Config(
         create_app(settings, reload=reload),
         loop="uvloop",
@@ -84,9 +102,7 @@ def run_server(
         server_header=False,
         timeout_graceful_shutdown=10,
     )
-    host, port = sock.getsockname()[:2]
-    url = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
-    AnnouncingServer(config, url).run(sockets=[sock])
+    AnnouncingServer(config, listen_url(sock), worker).run(sockets=[sock])
 
 
 #: A worker that dies is restarted after this long (not in a tight loop if it dies at once).
@@ -113,7 +129,8 @@ def run_workers(
                 signal.signal(signum, signal.SIG_DFL)
             code = 0
             try:
-                run_server(settings, sock, reload)
+                worker = f"worker {slot + 1}/{settings.workers}, pid {os.getpid()}"
+                run_server(settings, sock, reload, worker)
             except BaseException:
                 log.exception("worker %d failed", slot)
                 code = 1

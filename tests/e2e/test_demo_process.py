@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import socket
@@ -26,9 +27,9 @@ def clean_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def serve(port: int, env: dict[str, str]) -> subprocess.Popen[str]:
+def serve(port: int, env: dict[str, str], *args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "app", "serve", "--demo", "--port", str(port)],
+        [sys.executable, "-m", "app", "serve", "--demo", "--port", str(port), *args],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -47,8 +48,8 @@ def serve_once(port: int, env: dict[str, str]) -> subprocess.CompletedProcess[st
     )
 
 
-def wait_ready(proc: subprocess.Popen[str], port: int) -> None:
-    deadline = time.monotonic() + 30
+def wait_ready(proc: subprocess.Popen[str], port: int, limit: float = 30) -> None:
+    deadline = time.monotonic() + limit
     while True:
         try:
             if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200:
@@ -63,7 +64,7 @@ def wait_ready(proc: subprocess.Popen[str], port: int) -> None:
 def test_demo_gateway_process_serves_miss_then_hit(tmp_path: Path) -> None:
     port = free_port()
     env = clean_env(DEJA_DATA_DIR=str(tmp_path))
-    proc = serve(port, env)
+    proc = serve(port, env, "--log-level", "warning")  # uvicorn's own lines are all INFO
     base = f"http://127.0.0.1:{port}"
     try:
         wait_ready(proc, port)
@@ -85,7 +86,35 @@ def test_demo_gateway_process_serves_miss_then_hit(tmp_path: Path) -> None:
         proc.send_signal(signal.SIGINT)
         output, _ = proc.communicate(timeout=20)
     assert "SIMULATED" in output
-    assert f"Uvicorn running on http://127.0.0.1:{port}" in output  # not hidden by the sims
+    # The listen URL shows whatever the log level, and the simulators' servers hide nothing.
+    assert f"deja listening on http://127.0.0.1:{port} (Press CTRL+C to quit)" in output
+    assert "Traceback" not in output
+
+
+def test_first_start_says_it_is_deriving_the_model_and_then_where_it_listens(
+    tmp_path: Path,
+) -> None:
+    """A fresh model dir: the derivation's progress lines come before the listen URL."""
+    port = free_port()
+    env = clean_env(DEJA_DATA_DIR=str(tmp_path / "data"), DEJA_CORPORA_ENABLED="false")
+    env["DEJA_MODEL_DIR"] = str(tmp_path / "models")
+    proc = serve(port, env)
+    try:
+        wait_ready(proc, port, limit=120)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        output, _ = proc.communicate(timeout=20)
+    lines = output.splitlines()
+
+    def first(text: str) -> int:
+        return next(i for i, line in enumerate(lines) if text in line)
+
+    deriving = first("deriving the embedding model (first start only)")
+    derived = first("derived the embedding model in")
+    listening = first(f"deja listening on http://127.0.0.1:{port}")
+    assert deriving < derived < listening, output
+    assert re.search(r"derived the embedding model in \d+\.\d s", lines[derived])
+    assert list((tmp_path / "models").glob("minilm-dynint8-*.onnx"))
     assert "Traceback" not in output
 
 

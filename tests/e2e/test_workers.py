@@ -79,7 +79,10 @@ async def workers(sims: SimCluster, redis_url: str, tmp_path: Path, key: str) ->
     finally:
         proc.send_signal(signal.SIGTERM)
         raw, _ = await asyncio.wait_for(proc.communicate(), 30)
-        assert "Traceback" not in raw.decode(), raw.decode()[-3000:]
+        output = raw.decode()
+        assert "Traceback" not in output, output[-3000:]
+        for n in (1, 2):  # each worker says where it listens
+            assert f"deja listening on {base} (worker {n}/2, pid " in output, output[-3000:]
 
 
 async def fresh(base: str, method: str, path: str, **kw: object) -> httpx.Response:

@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -213,6 +214,20 @@ def load_dynint8(source: Path, cache_dir: Path, tokenizer: Tokenizer, threads: i
             return encoder
         except Exception as exc:
             log.warning("cached model %s unusable (%s); deriving it again", dest, exc)
+    # Minutes on a slow CPU, once per model dir: say what is happening before and after, so a
+    # first start does not look hung.
+    log.info(
+        "deriving the embedding model (first start only): re-quantising %s to dynamic int8 "
+        "into %s ...",
+        source.name,
+        dest,
+    )
+    started = time.monotonic()
     worst = derive_dynint8(source, dest, tokenizer)
-    log.info("derived %s from %s (worst probe cosine %.4f)", dest, source, worst)
+    log.info(
+        "derived the embedding model in %.1f s: %s (worst probe cosine %.4f)",
+        time.monotonic() - started,
+        dest.name,
+        worst,
+    )
     return Encoder(make_session(dest, threads=threads), tokenizer)
