@@ -39,6 +39,7 @@ from deja.datadir import DataDirLock
 from deja.errors import CacheUnavailableError
 from deja.observability.accesslog import AccessLog
 from deja.observability.audit import AuditTrail
+from deja.observability.langfuse import langfuse_from
 from deja.observability.lookups import RecentLookups
 from deja.observability.metrics import Metrics
 from deja.observability.timeline import Timeline, read_counts
@@ -139,7 +140,9 @@ class Gateway:
             lock = DataDirLock(settings.data_dir)
             lock.acquire()
             stack.callback(lock.release)
-        tracing = Tracing(span_exporter, batch=span_exporter is None)
+        tracing = Tracing(
+            span_exporter, batch=span_exporter is None, langfuse=langfuse_from(settings)
+        )
         stack.callback(tracing.shutdown)
         metrics = Metrics(tenant_label=settings.metrics_tenant_label)
         replicas = await Replicas.open(stack, settings, metrics)

@@ -417,6 +417,15 @@ class Settings(BaseSettings):
         description="How often the console's traffic history (/admin/timeline) takes a point; "
         "the last 360 points are kept.",
     )
+    langfuse_host: str | None = Field(
+        None,
+        description="Langfuse base URL (https://cloud.langfuse.com, or your own): every request "
+        "becomes a trace there, sent over OTLP/HTTP to {host}/api/public/otel/v1/traces in "
+        "batches, off the request path. Needs langfuse_public_key and langfuse_secret_key.",
+    )
+    langfuse_public_key: str | None = Field(
+        None, description="The Langfuse project's public key (pk-lf-...)."
+    )
 
     # --- secrets (masked in --print-config) ---------------------------------------------------
     keys_file: Path | None = Field(
@@ -436,6 +445,9 @@ class Settings(BaseSettings):
     )
     replica_api_key: SecretStr | None = Field(
         None, description="Bearer key sent to the replicas (vLLM --api-key), if they need one."
+    )
+    langfuse_secret_key: SecretStr | None = Field(
+        None, description="The Langfuse project's secret key (sk-lf-...)."
     )
 
     @field_validator("replicas", mode="before")
@@ -477,7 +489,23 @@ class Settings(BaseSettings):
             raise ValueError("corpus_chunk_overlap must be at most half of corpus_chunk_tokens")
         return self
 
-    @field_validator("admin_key", "replica_api_key", "qdrant_api_key")
+    @model_validator(mode="after")
+    def _check_langfuse(self) -> Settings:
+        given = [self.langfuse_host, self.langfuse_public_key, self.langfuse_secret_key]
+        if any(v is not None for v in given) and not all(v is not None for v in given):
+            raise ValueError(
+                "Langfuse needs all three of langfuse_host, langfuse_public_key and "
+                "langfuse_secret_key"
+            )
+        if self.langfuse_host is not None:
+            parts = urlsplit(self.langfuse_host)
+            if parts.scheme not in ("http", "https") or not parts.netloc:
+                raise ValueError(
+                    f"langfuse_host must be http(s)://host, got {self.langfuse_host!r}"
+                )
+        return self
+
+    @field_validator("admin_key", "replica_api_key", "qdrant_api_key", "langfuse_secret_key")
     @classmethod
     def _no_empty_secret(cls, value: SecretStr | None) -> SecretStr | None:
         if value is not None and not value.get_secret_value().strip():

@@ -5,6 +5,7 @@ requests) → route → upstream → store (off the response path).
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ from deja.errors import (
     UpstreamError,
 )
 from deja.observability.accesslog import AccessLog
+from deja.observability.langfuse import request_attributes
 from deja.observability.metrics import Metrics
 from deja.observability.stats import Stats
 from deja.observability.tracing import Tracing, set_attributes
@@ -107,6 +109,8 @@ class Pipeline:
             try:
                 response = await self.upstream_step(req, lookup, disconnected, started)
                 status, replica = response.status_code, response.headers.get("x-deja-replica")
+                if response.headers.get("x-deja-cache") == Outcome.COALESCED:
+                    lookup = dataclasses.replace(lookup, outcome=Outcome.COALESCED)
                 return response
             except DejaError as exc:
                 status = http_error(exc).status
@@ -114,6 +118,8 @@ class Pipeline:
             finally:
                 if not req.stream or status != 200:
                     self.observe(req, lookup, started, replica, status, span)
+                elif span is not None:  # the stream is recorded when it ends; its span ends now
+                    set_attributes(span, self.span_attributes(req, lookup, replica, status))
 
     async def lookup(self, req: GatewayRequest) -> Lookup:
         """Steps 1-4. 1. policy: ``req.policy`` was parsed from the headers at the API boundary."""
@@ -335,6 +341,22 @@ class Pipeline:
             headers["x-deja-retrieval"] = "failed"
         return headers
 
+    @staticmethod
+    def span_attributes(
+        req: GatewayRequest, lookup: Lookup, replica: str | None, status: int
+    ) -> dict[str, Any]:
+        """The request span's attributes (Langfuse's trace) from what is known when a stream's
+        response starts."""
+        return request_attributes(
+            req,
+            outcome=lookup.outcome.value,
+            status=status,
+            similarity=lookup.similarity,
+            verifier_score=lookup.verifier_score,
+            entry=lookup.entry_id,
+            replica=replica,
+        )
+
     def observe(
         self,
         req: GatewayRequest,
@@ -358,6 +380,7 @@ class Pipeline:
                 usage=lookup.answer.usage if lookup.answer is not None else None,
                 replica=replica,
                 status=status,
+                verifier_score=lookup.verifier_score,
             ),
             access_log=self.obs.access_log,
         )

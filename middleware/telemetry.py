@@ -8,6 +8,7 @@ from typing import Any
 from opentelemetry.trace import Span
 
 from deja.observability.accesslog import AccessLog
+from deja.observability.langfuse import request_attributes
 from deja.observability.metrics import Metrics
 from deja.observability.tracing import set_attributes
 from deja.request import GatewayRequest
@@ -24,6 +25,7 @@ class RequestRecord:
     usage: dict[str, Any] | None
     replica: str | None
     status: int
+    verifier_score: float | None = None
 
 
 def record_request(
@@ -36,24 +38,18 @@ def record_request(
 ) -> None:
     metrics.request(req.endpoint, rec.outcome, req.tenant, rec.seconds)
     if span is not None:
-        usage = rec.usage or {}
         set_attributes(
             span,
-            {
-                "gen_ai.operation.name": "chat" if req.endpoint == "chat" else "text_completion",
-                "gen_ai.request.model": req.model,
-                "gen_ai.usage.input_tokens": usage.get("prompt_tokens"),
-                "gen_ai.usage.output_tokens": usage.get("completion_tokens"),
-                "deja.cache.outcome": rec.outcome,
-                "deja.cache.similarity": rec.similarity,
-                "deja.cache.entry_id": rec.entry,
-                "deja.replica": rec.replica,
-                "deja.tenant": req.tenant,
-                "http.response.status_code": rec.status,
-                "langfuse.trace.tags": [f"cache:{rec.outcome}"],
-                "langfuse.trace.metadata.cache_outcome": rec.outcome,
-                "langfuse.trace.metadata.similarity": rec.similarity,
-            },
+            request_attributes(
+                req,
+                outcome=rec.outcome,
+                status=rec.status,
+                similarity=rec.similarity,
+                verifier_score=rec.verifier_score,
+                entry=rec.entry,
+                replica=rec.replica,
+                usage=rec.usage,
+            ),
         )
     if access_log is not None:
         line = {

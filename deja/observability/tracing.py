@@ -2,13 +2,18 @@
 
 Off unless the standard ``OTEL_*`` variables configure an exporter
 (``OTEL_EXPORTER_OTLP_ENDPOINT`` or ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``, and
-``OTEL_TRACES_EXPORTER`` not ``none``); then spans go out over OTLP/HTTP in batches, and nothing
-else ever leaves the process. The provider is the app's own (never the global one). When off,
-``span()`` is a shared no-op context manager, so the hot path pays nothing.
+``OTEL_TRACES_EXPORTER`` not ``none``) or Langfuse is configured (``DEJA_LANGFUSE_*``, see
+``deja.observability.langfuse``); then spans go out over OTLP/HTTP in batches, each exporter
+through its own batch span processor, and nothing else ever leaves the process. The provider is
+the app's own (never the global one). When off, ``span()`` is a shared no-op context manager,
+so the hot path pays nothing.
 
-Spans carry GenAI semantic-convention attributes (``gen_ai.*``) and ``deja.cache.*``; Langfuse,
-fed through its OTLP endpoint, reads the ``langfuse.trace.tags`` and
-``langfuse.trace.metadata.*`` attributes set on the request span.
+The batch span processor keeps export off the request path: ending a span appends it to a
+bounded queue (2,048 spans; when full, spans are dropped, never waited for), and a thread of
+its own encodes and posts them every 5 s or 512 spans.
+
+Spans carry GenAI semantic-convention attributes (``gen_ai.*``), ``deja.cache.*``, and the
+``langfuse.*`` attributes that Langfuse maps to its traces (``request_attributes``).
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExporter
 from opentelemetry.trace import Span, SpanKind, Tracer
 
@@ -39,20 +44,35 @@ def otel_configured(env: Mapping[str, str] = os.environ) -> bool:
 class Tracing:
     """The app's tracer, or nothing at all."""
 
-    def __init__(self, exporter: SpanExporter | None = None, *, batch: bool = True) -> None:
+    def __init__(
+        self,
+        exporter: SpanExporter | None = None,
+        *,
+        batch: bool = True,
+        langfuse: SpanExporter | None = None,
+    ) -> None:
+        """``exporter``: a test's (``batch=False`` exports each span as it ends), else the
+        ``OTEL_*`` one when configured; ``langfuse``: Langfuse's, always batched."""
         self._provider: TracerProvider | None = None
         self._tracer: Tracer | None = None
         if exporter is None and otel_configured():
             from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
             exporter = OTLPSpanExporter()  # endpoint, headers, timeout from OTEL_* variables
+        processors: list[SpanProcessor] = []
         if exporter is not None:
+            processors.append(
+                BatchSpanProcessor(exporter) if batch else SimpleSpanProcessor(exporter)
+            )
+        if langfuse is not None:
+            processors.append(BatchSpanProcessor(langfuse))
+        if processors:
             resource = Resource.create(
                 {"service.name": os.environ.get("OTEL_SERVICE_NAME", "deja")}
             )
             self._provider = TracerProvider(resource=resource)
-            processor = BatchSpanProcessor(exporter) if batch else SimpleSpanProcessor(exporter)
-            self._provider.add_span_processor(processor)
+            for processor in processors:
+                self._provider.add_span_processor(processor)
             self._tracer = self._provider.get_tracer("deja")
 
     @property
@@ -69,6 +89,11 @@ class Tracing:
         if self._tracer is None:
             return _NULL
         return self._tracer.start_as_current_span(name)
+
+    def flush(self) -> None:
+        """Export every span ended so far (benchmarks; shutdown does it too)."""
+        if self._provider is not None:
+            self._provider.force_flush()
 
     def shutdown(self) -> None:
         if self._provider is not None:

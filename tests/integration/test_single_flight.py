@@ -74,6 +74,13 @@ async def test_fifty_identical_json_misses_make_one_upstream_call(
         assert await upstream_calls(http) == 1
         metrics = (await http.get("/metrics")).text
         assert 'deja_coalesced_total{where="local"} 49.0' in metrics
+        # Each follower is recorded as coalesced (metrics, access log, its trace), not as a miss.
+        counted = {
+            line.split('cache="')[1].split('"')[0]: float(line.rsplit(" ", 1)[1])
+            for line in metrics.splitlines()
+            if line.startswith("deja_requests_total{") and 'route="chat"' in line
+        }
+        assert counted == {"coalesced": 49.0, "miss": 1.0}
 
 
 async def read_stream(http: httpx.AsyncClient, payload: dict[str, Any]) -> dict[str, Any]:
