@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +41,8 @@ class KeysFile:
         self.ring = KeyRing(closed=True)
         self._digest: str | None = None
         self._failed: str | None = None
+        #: A poll in the follower's thread and one for SIGHUP on the loop never interleave.
+        self._lock = threading.Lock()
 
     def load(self) -> KeyRing:
         """The first read, at start-up: a broken file raises ``ConfigError`` (no gateway
@@ -59,17 +62,18 @@ class KeysFile:
         change when the file holds new, valid keys; None when it is unchanged or broken (then
         the last good ring stays, and the failure is logged: once per broken version, or
         every time with ``repeat_errors``)."""
-        try:
-            digest, text = self._read()
-            if digest == self._digest:
-                self._failed = None
+        with self._lock:
+            try:
+                digest, text = self._read()
+                if digest == self._digest:
+                    self._failed = None
+                    return None
+                ring = self._parse(text)
+            except ConfigError as exc:
+                self._report(exc, repeat_errors)
                 return None
-            ring = self._parse(text)
-        except ConfigError as exc:
-            self._report(exc, repeat_errors)
-            return None
-        before, self.ring, self._digest, self._failed = self.ring, ring, digest, None
-        return KeysChange(ring, before)
+            before, self.ring, self._digest, self._failed = self.ring, ring, digest, None
+            return KeysChange(ring, before)
 
     async def follow(self, every: float, install: Callable[[KeyRing], None]) -> None:
         """Poll every ``every`` seconds for the gateway's lifetime; ``install`` runs on the
