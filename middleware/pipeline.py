@@ -33,10 +33,10 @@ from deja.temporal.rules import TemporalDetector
 from middleware.answers import with_sources
 from middleware.bypass import bypass_reason
 from middleware.disconnect import Disconnected, until_disconnect
-from middleware.errors import http_error
+from middleware.errors import http_error, stream_error_event
 from middleware.exact import exact_lookup
 from middleware.lookup import Lookup
-from middleware.relay import UsageChunkFilter, answer_from_sse, error_event, with_usage_requested
+from middleware.relay import UsageChunkFilter, answer_from_sse, with_usage_requested
 from middleware.replay import replay_json, replay_sse
 from middleware.responses import JSON as JSON_TYPE
 from middleware.responses import SSE as SSE_TYPE
@@ -265,7 +265,7 @@ class Pipeline:
                     yield rest
                 finished = True
             except UpstreamError as exc:
-                yield error_event(exc.message, http_error(exc).code or "upstream_error")
+                yield stream_error_event(exc, req.request_id)
             finally:
                 opened.close()
                 self.observe(req, lookup, started, replica)
