@@ -15,7 +15,8 @@ from prometheus_client import (
     generate_latest,
 )
 
-from deja.sim.engine import SimEngine
+from deja.sim.loop import SimEngine
+from deja.sim.scheduler import StepOutcome
 
 __all__ = ["METRICS_CONTENT_TYPE", "SimMetrics"]
 
@@ -45,8 +46,11 @@ class SimMetrics:
     ``vllm:prefix_cache_queries_total``, ``vllm:prefix_cache_hits_total`` (in tokens),
     ``vllm:num_preemptions_total``, ``vllm:generation_tokens_total``,
     ``vllm:prompt_tokens_total``, ``vllm:request_success_total`` (also labelled
-    ``finished_reason``). Histograms: ``vllm:time_to_first_token_seconds``,
-    ``vllm:time_per_output_token_seconds``, ``vllm:e2e_request_latency_seconds``.
+    ``finished_reason``) and, with speculative decoding on, ``vllm:spec_decode_num_drafts_total``,
+    ``vllm:spec_decode_num_draft_tokens_total``, ``vllm:spec_decode_num_accepted_tokens_total``.
+    Histograms: ``vllm:time_to_first_token_seconds``, ``vllm:inter_token_latency_seconds`` and
+    its older name ``vllm:time_per_output_token_seconds`` (one observation per step that gave a
+    running sequence tokens), ``vllm:e2e_request_latency_seconds``.
     """
 
     def __init__(self, engine: SimEngine) -> None:
@@ -95,7 +99,12 @@ class SimMetrics:
         )
         self.time_per_output_token = self._histogram(
             "vllm:time_per_output_token_seconds",
-            "Time per output token after the first, in seconds (simulated).",
+            "Time between two token emissions of a sequence, in seconds (simulated).",
+            _TPOT_BUCKETS,
+        )
+        self.inter_token_latency = self._histogram(
+            "vllm:inter_token_latency_seconds",
+            "Time between two token emissions of a sequence, in seconds (simulated).",
             _TPOT_BUCKETS,
         )
         self.e2e_request_latency = self._histogram(
@@ -104,6 +113,14 @@ class SimMetrics:
             _E2E_BUCKETS,
         )
         self._preemptions_seen = 0
+        self.spec: tuple[Counter, Counter, Counter] | None = None
+        if engine.config.spec_tokens:
+            self.spec = (
+                counter("vllm:spec_decode_num_drafts", "Draft proposals (simulated)."),
+                counter("vllm:spec_decode_num_draft_tokens", "Draft tokens (simulated)."),
+                counter("vllm:spec_decode_num_accepted_tokens", "Accepted drafts (simulated)."),
+            )
+        engine.observer = self
 
     def _histogram(self, name: str, doc: str, buckets: tuple[float, ...]) -> Histogram:
         """A ``model_name``-labelled histogram in this registry, its label set to our model."""
@@ -122,6 +139,26 @@ class SimMetrics:
         if new > 0:
             self.num_preemptions.inc(new)
             self._preemptions_seen += new
+
+    def observe_step(self, outcome: StepOutcome, now: float) -> None:
+        """Tokens, first-token and inter-token times of one engine step (the engine calls it)."""
+        tokens = 0
+        ttft = self.time_to_first_token
+        for seq, count in outcome.emitted:
+            tokens += count
+            if seq.output == count:
+                ttft.observe(now - seq.arrival)
+            else:
+                gap = now - seq.prev_token_at
+                self.inter_token_latency.observe(gap)
+                self.time_per_output_token.observe(gap)
+        if tokens:
+            self.generation_tokens.inc(tokens)
+        if self.spec is not None and outcome.drafts:
+            drafts, draft_tokens, accepted = self.spec
+            drafts.inc(outcome.drafts)
+            draft_tokens.inc(outcome.draft_tokens)
+            accepted.inc(outcome.accepted_tokens)
 
     def record_success(self, finished_reason: str) -> None:
         """Count one finished sequence."""
