@@ -90,15 +90,23 @@ def serve(
 def _register_subcommands() -> None:
     from app.cli.cache import cache_group
     from app.cli.calibrate import calibrate_command
+    from app.cli.doctor import doctor_command
     from app.cli.keys import keys_group
+    from app.cli.kv_budget import kv_budget_command
     from app.cli.sim import sim_command
     from app.cli.threshold import threshold_group
+    from app.cli.tune import tune_command
+    from app.cli.vllm_args import vllm_args_command
 
     main.add_command(sim_command)
     main.add_command(calibrate_command)
     main.add_command(cache_group)
     main.add_command(threshold_group)
     main.add_command(keys_group)
+    main.add_command(tune_command)
+    main.add_command(kv_budget_command)
+    main.add_command(vllm_args_command)
+    main.add_command(doctor_command)
 
 
 _register_subcommands()
