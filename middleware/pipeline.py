@@ -37,7 +37,13 @@ from middleware.responses import prebuilt
 from middleware.semantic import SemanticStep
 from middleware.store import Build, store_answer
 from middleware.tasks import BackgroundTasks
-from middleware.telemetry import RequestRecord, record_request
+from middleware.telemetry import (
+    RequestRecord,
+    Usage,
+    record_request,
+    usage_of_json,
+    usage_of_sse,
+)
 
 SSE = "text/event-stream"
 
@@ -86,17 +92,19 @@ class Pipeline:
                 response = self.replay(req, lookup)
                 self.observe(req, lookup, started, span=span)
                 return response
-            status, replica = 500, None
+            status, replica, usage = 500, None, None
             try:
                 response = await self.upstream_step(req, lookup, disconnected, started)
                 status, replica = response.status_code, response.headers.get("x-deja-replica")
+                if not req.stream:
+                    usage = usage_of_json(bytes(response.body))
                 return response
             except DejaError as exc:
                 status = http_error(exc).status
                 raise
             finally:
                 if not req.stream or status != 200:
-                    self.observe(req, lookup, started, replica, status, span)
+                    self.observe(req, lookup, started, replica, status, span, usage)
 
     async def lookup(self, req: GatewayRequest) -> Lookup:
         """Steps 1-4. 1. policy: ``req.policy`` was parsed from the headers at the API boundary."""
@@ -204,8 +212,10 @@ class Pipeline:
             seen = bytearray()
             usage_filter = UsageChunkFilter() if hide_usage else None
             finished = False
+            previous = last = b""  # the usage event is in the last reads
             try:
                 async for chunk in opened.chunks():
+                    previous, last = last, chunk
                     if storable:
                         seen += chunk
                     if usage_filter is not None:
@@ -220,7 +230,7 @@ class Pipeline:
                 yield error_event(exc.message, http_error(exc).code or "upstream_error")
             finally:
                 opened.close()
-                self.observe(req, lookup, started, replica)
+                self.observe(req, lookup, started, replica, usage=usage_of_sse(previous + last))
             if finished and storable:
                 assert lookup.entry_id is not None
                 entry_id, created = lookup.entry_id, time.time()
@@ -283,8 +293,10 @@ class Pipeline:
         replica: str | None = None,
         status: int = 200,
         span: Span | None = None,
+        usage: Usage | None = None,
     ) -> None:
-        """Metrics, the trace's request attributes and the access-log line, once per request."""
+        """Metrics, the trace's request attributes and the access-log line, once per request;
+        ``usage`` is a replica answer's (a hit's comes from the stored answer)."""
         entry = lookup.answer.entry_id if lookup.answer is not None else lookup.entry_id
         record_request(
             self.metrics,
@@ -295,7 +307,7 @@ class Pipeline:
                 seconds=time.perf_counter() - started,
                 similarity=lookup.similarity,
                 entry=entry,
-                usage=lookup.answer.usage if lookup.answer is not None else None,
+                usage=lookup.answer.usage if lookup.answer is not None else usage,
                 replica=replica,
                 status=status,
             ),

@@ -124,13 +124,13 @@ def doctor_command(
     unreachable = [w for w in observation.replicas if w.error is not None]
     if observation.gateway is not None and observation.gateway.error is not None:
         click.echo(f"deja doctor: gateway {observation.gateway.error}", err=True)
+    for w in unreachable:
+        click.echo(f"deja doctor: {w.url}: {w.error}", err=True)
     if as_json:
         click.echo(json.dumps(_as_json(observation, findings), indent=2))
     else:
         for w in observation.replicas:
-            if w.error is not None:
-                click.echo(f"{w.url}: UNREACHABLE: {w.error}", err=True)
-            else:
+            if w.error is None:
                 click.echo(_figures(w))
         for f in findings:
             numbers = ", ".join(f"{k}={v}" for k, v in f.numbers.items())

@@ -6,7 +6,7 @@
 * ``spec_acceptance``: speculative-decoding acceptance < 0.6 → change or disable the drafter;
 * ``kv_full_preempting``: KV usage at 1.0 (≥ 0.95) with preemptions → lower
   ``--max-num-seqs`` or use ``--kv-cache-dtype fp8``;
-* ``queue_with_free_kv``: requests waiting while KV usage < 0.7 → raise
+* ``queue_with_free_kv``: requests waiting (in ≥ 25% of the samples) while KV usage < 0.7 → raise
   ``--max-num-batched-tokens``.
 
 Every finding carries the numbers that triggered it. A rule needs its metric: a replica that
@@ -25,6 +25,7 @@ __all__ = [
     "LOW_HIT_RATE",
     "MIN_REQUESTS",
     "QUEUE_KV_BELOW",
+    "QUEUE_SHARE",
     "SLOW_TTFT_S",
     "SPEC_MIN_ACCEPTANCE",
     "TTFT_SPREAD",
@@ -43,6 +44,8 @@ KV_FULL = 0.95
 """"KV usage at 1.0": vLLM preempts before the last block is gone, so 0.95 counts as full
 (the same bound as the deploy alert ``VllmKVCacheSaturatedWithPreemptions``)."""
 QUEUE_KV_BELOW = 0.7
+QUEUE_SHARE = 0.25
+"""A queue counts when requests wait in at least this share of the samples (not a blip)."""
 
 
 @dataclass
@@ -143,7 +146,7 @@ def _kv_full(w: ReplicaWindow) -> Finding | None:
 
 
 def _queue(w: ReplicaWindow) -> Finding | None:
-    if w.kv_max is None or w.waiting_max < 1 or w.kv_max >= QUEUE_KV_BELOW:
+    if w.kv_max is None or w.waiting_share < QUEUE_SHARE or w.kv_max >= QUEUE_KV_BELOW:
         return None
     return Finding(
         "queue_with_free_kv",

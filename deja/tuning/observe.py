@@ -52,6 +52,12 @@ class ReplicaWindow:
         return sum(samples) / len(samples) if samples else 0.0
 
     @property
+    def waiting_share(self) -> float:
+        """Share of the samples with a request waiting (a queue that lasts, not a blip)."""
+        samples = self.waiting_samples
+        return sum(1 for v in samples if v >= 1) / len(samples) if samples else 0.0
+
+    @property
     def waiting_max(self) -> float:
         return max(self.waiting_samples, default=0.0)
 
