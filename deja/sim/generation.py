@@ -233,8 +233,7 @@ class GenerationHandlers(SimHandlers):
     async def run_blocking(self, job: Job, arrival: float, headers: dict[str, str]) -> Response:
         """Run ``job``'s sequences through the engine, then answer with one JSON body."""
         async with self.engine_run(job) as ticket:
-            while not ticket.done:
-                await ticket.wait()
+            await ticket.wait_done()
             job.cut_to([seq.output for seq in ticket.seqs])
         self.record_finish(job, arrival)
         return json_response(completion_body(job, self.config.model), 200, headers)

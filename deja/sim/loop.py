@@ -19,6 +19,9 @@ from deja.sim.scheduler import Scheduler, Seq, SeqState, StepOutcome
 
 __all__ = ["SimEngine", "StepObserver", "Ticket"]
 
+_STEPS_PER_YIELD = 32
+"""At ``speed`` 0 steps take no time: run this many before letting other tasks in."""
+
 
 class StepObserver(Protocol):
     """Receives what each step produced (the replica's Prometheus metrics)."""
@@ -27,11 +30,13 @@ class StepObserver(Protocol):
 
 
 class Ticket:
-    """The sequences of one HTTP request; :meth:`wait` returns when any of them progressed."""
+    """The sequences of one HTTP request: :meth:`wait` returns when any of them got tokens,
+    :meth:`wait_done` when all of them finished (a blocking answer waits only for that)."""
 
     def __init__(self, seqs: Sequence[Seq]) -> None:
         self.seqs = list(seqs)
         self._progress = asyncio.Event()
+        self._done = asyncio.Event()
 
     @property
     def done(self) -> bool:
@@ -40,10 +45,19 @@ class Ticket:
     def notify(self) -> None:
         self._progress.set()
 
+    def notify_finished(self) -> None:
+        self._progress.set()
+        if self.done:
+            self._done.set()
+
     async def wait(self) -> None:
         """Wait for the next step that gave any of these sequences a token (or finished one)."""
         await self._progress.wait()
         self._progress.clear()
+
+    async def wait_done(self) -> None:
+        """Wait until every sequence finished."""
+        await self._done.wait()
 
 
 class SimEngine:
@@ -108,15 +122,20 @@ class SimEngine:
         scheduler = self.scheduler
         speed = self.config.speed
         step_end = loop.time()
+        steps = 0
         try:
             while scheduler.has_work:
                 plan = scheduler.schedule()
                 seconds = speed * self.cost.seconds(
                     plan.prefill_tokens, plan.decode_seqs, plan.decode_context
                 )
-                # Pace steps back to back; when the CPU falls behind, do not try to catch up.
-                step_end = max(step_end, loop.time()) + seconds
-                await asyncio.sleep(max(step_end - loop.time(), 0.0))
+                if speed > 0:
+                    # Pace steps back to back; when the CPU falls behind, do not catch up.
+                    step_end = max(step_end, loop.time()) + seconds
+                    await asyncio.sleep(max(step_end - loop.time(), 0.0))
+                elif steps % _STEPS_PER_YIELD == 0:
+                    await asyncio.sleep(0)  # no simulated time: let arrivals and writers in
+                steps += 1
                 now = loop.time()
                 outcome = scheduler.commit(plan, now)
                 if self.observer is not None:
@@ -124,6 +143,6 @@ class SimEngine:
                 for seq, _ in outcome.emitted:
                     seq.owner.notify()
                 for seq in outcome.finished:
-                    seq.owner.notify()
+                    seq.owner.notify_finished()
         finally:
             self._task = None
