@@ -6,11 +6,12 @@ BIN := $(VENV)/bin
 RUNTIME_STAMP := $(VENV)/.deja-runtime
 DEV_STAMP := $(VENV)/.deja-dev
 
-.PHONY: run test lint typecheck unit install dev bench clean redis-server prometheus help verifier test-st
+.PHONY: run test lint typecheck unit install dev bench clean redis-server prometheus chromium help verifier test-st
 .DEFAULT_GOAL := help
 
 help:
 	@echo "make run    - install into $(VENV) if needed and start the gateway with simulated replicas"
+	@echo "             (and this project's docs as the deja-docs corpus)"
 	@echo "make test   - install test deps, lint, type-check, run the suite against a real redis-server"
 	@echo "make bench  - side-by-side benchmarks (bench/README.md)"
 	@echo "make test-st - the sentence-transformers embedder for real (PyTorch, in $(TRAIN_VENV))"
@@ -31,8 +32,9 @@ $(DEV_STAMP): pyproject.toml | $(BIN)/python
 install: $(RUNTIME_STAMP)
 dev: $(DEV_STAMP)
 
+# The project's own docs become the deja-docs corpus (set DEJA_CORPUS_PRELOAD= to skip it).
 run: $(RUNTIME_STAMP)
-	$(BIN)/deja serve --demo
+	DEJA_CORPUS_PRELOAD="$${DEJA_CORPUS_PRELOAD-deja-docs=docs,README.md}" $(BIN)/deja serve --demo
 
 # The suite starts its own redis-server on a free port (tests/conftest.py) unless
 # DEJA_TEST_REDIS_URL names one; this only makes sure the binary exists.
@@ -55,7 +57,15 @@ prometheus:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
 	    --no-install-recommends prometheus >/dev/null; }
 
-test: $(DEV_STAMP) redis-server prometheus lint typecheck
+# The console's browser tests drive Debian's chromium through Playwright (executable_path): no
+# browser is downloaded, so the distribution's binary must exist.
+chromium:
+	@command -v chromium >/dev/null || { \
+	  echo "chromium not found: installing it with apt-get"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	    --no-install-recommends chromium fonts-liberation >/dev/null; }
+
+test: $(DEV_STAMP) redis-server prometheus chromium lint typecheck
 	$(BIN)/pytest
 
 # The verifier's training needs PyTorch (the deja[train] extra): it gets its own venv so the

@@ -5,6 +5,7 @@ here, in reverse order, by one ``AsyncExitStack``. The gateway closes only what 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import signal
 import threading
@@ -16,11 +17,14 @@ from typing import Any, BinaryIO
 from opentelemetry.sdk.trace.export import SpanExporter
 from starlette.requests import Request
 
+from app.corpora import open_corpora, preload, retrieve_step
 from app.resources import (
     Replicas,
     SemanticParts,
     client_keys,
     exact_store,
+    flight_lock,
+    open_embedder,
     semantic_step,
     temporal_detector,
     uses_data_dir_exclusively,
@@ -28,10 +32,16 @@ from app.resources import (
 from config.settings import ConfigError, Settings
 from deja.cache.exact.base import ExactStore
 from deja.cache.exact.redis import connect_redis
+from deja.corpus.base import DocumentChange
+from deja.corpus.provenance import stale_answers
+from deja.corpus.service import Corpora
 from deja.datadir import DataDirLock
 from deja.errors import CacheUnavailableError
 from deja.observability.accesslog import AccessLog
+from deja.observability.audit import AuditTrail
+from deja.observability.lookups import RecentLookups
 from deja.observability.metrics import Metrics
+from deja.observability.timeline import Timeline, read_counts
 from deja.observability.tracing import Tracing
 from deja.replicas.discovery import ModelDiscovery
 from deja.replicas.health import HealthMonitor
@@ -39,7 +49,8 @@ from deja.replicas.pool import ReplicaPool
 from deja.replicas.upstream import Upstream
 from deja.routing.prefix import PrefixConfig
 from deja.semantic.cache import SEMANTIC_ERRORS, SemanticCache
-from deja.tenancy.keyring import KeyRing, RateLimiter
+from deja.tenancy.keyring import KeyRing
+from deja.tenancy.ratelimit import MemoryRateLimiter, RateLimiter, RedisRateLimiter
 from deja.tenancy.thresholds import (
     FileThresholdStore,
     RedisThresholdStore,
@@ -48,6 +59,7 @@ from deja.tenancy.thresholds import (
     follow,
 )
 from middleware.pipeline import Observability, Pipeline
+from middleware.singleflight import Flights
 from middleware.tasks import BackgroundTasks
 
 log = logging.getLogger("deja")
@@ -72,8 +84,13 @@ class Gateway:
     threshold_store: ThresholdStore
     metrics: Metrics
     monitor: HealthMonitor
+    #: The console's views of recent traffic, lookups and admin actions (this process only).
+    timeline: Timeline
+    recent: RecentLookups
     reload: Callable[[], Settings] | None = None
     background: BackgroundTasks = field(default_factory=BackgroundTasks)
+    corpora: Corpora | None = None
+    audit_trail: AuditTrail = field(default_factory=AuditTrail)
 
     @property
     def pool(self) -> ReplicaPool:
@@ -92,6 +109,8 @@ class Gateway:
         """Open every resource, start the background work, yield the gateway, close it all."""
         async with AsyncExitStack() as stack:
             gateway = await cls._open(stack, settings, reload, span_exporter, access_sink)
+            if gateway.corpora is not None and settings.corpus_preload:
+                await preload(gateway.corpora, settings)
             await asyncio.gather(gateway.discovery.refresh(), gateway.monitor.check_once())
             gateway._start_background(stack)
             if gateway._install_sighup():
@@ -122,13 +141,17 @@ class Gateway:
         metrics = Metrics(tenant_label=settings.metrics_tenant_label)
         replicas = await Replicas.open(stack, settings, metrics)
         redis = None
-        if settings.redis_url and settings.cache_enabled:
+        if settings.redis_url:  # the exact store's, θ's and the rate limits' shared store
             redis = connect_redis(settings.redis_url, timeout=settings.redis_timeout_seconds)
             stack.push_async_callback(redis.aclose)
         exact = exact_store(settings, redis)
         if exact is not None:
             stack.push_async_callback(exact.close)
-        parts = await SemanticParts.open(stack, settings, metrics, tracing, exact, replicas)
+        embedder = open_embedder(stack, settings)
+        parts = await SemanticParts.open(
+            stack, settings, metrics, tracing, exact, replicas, embedder
+        )
+        corpora = await open_corpora(stack, settings, embedder, metrics)
         thresholds = parts.thresholds(settings, metrics)
         background = BackgroundTasks()
         stack.push_async_callback(background.drain)  # pending stores finish before closing
@@ -136,16 +159,23 @@ class Gateway:
             settings.prefix_mode, settings.prefix_block_size, settings.prefix_max_blocks
         )
         access_log = AccessLog(access_sink) if settings.access_log else None
+        flights = Flights() if settings.single_flight and exact is not None else None
+        if flights is not None:
+            stack.push_async_callback(flights.close)
+        recent = RecentLookups()
         pipeline = Pipeline(
             exact=exact,
             upstream=replicas.upstream,
-            semantic=semantic_step(settings, parts, thresholds, metrics, background),
+            semantic=semantic_step(settings, parts, thresholds, metrics, background, recent),
             temporal=temporal_detector(settings),
             prefix=prefix,
             observability=Observability(metrics, tracing, access_log),
             background=background,
+            flights=flights,
+            flight_lock=await flight_lock(stack, settings) if flights is not None else None,
+            retrieve=retrieve_step(settings, corpora, embedder, metrics),
         )
-        return cls(
+        gateway = cls(
             settings=settings,
             upstream=replicas.upstream,
             discovery=replicas.discovery,
@@ -153,16 +183,43 @@ class Gateway:
             semantic=parts.cache,
             pipeline=pipeline,
             keys=keys,
-            limiter=RateLimiter(),
+            limiter=RedisRateLimiter(redis) if redis is not None else MemoryRateLimiter(),
             thresholds=thresholds,
             threshold_store=RedisThresholdStore(redis)
             if redis is not None
             else FileThresholdStore(settings.data_dir / "thresholds.json"),
             metrics=metrics,
             monitor=replicas.monitor,
+            timeline=Timeline(
+                functools.partial(read_counts, pipeline.stats, metrics, replicas.upstream.pool),
+                settings.console_sample_seconds,
+            ),
+            recent=recent,
             reload=reload,
             background=background,
+            corpora=corpora,
         )
+        if corpora is not None:
+            corpora.on_change = gateway.on_corpus_change
+            corpora.on_preview = gateway.preview_corpus_change
+        return gateway
+
+    async def on_corpus_change(self, changes: list[DocumentChange]) -> int:
+        """A document changed or was removed: drop the cached answers built from it, in both
+        layers (the shared stores: every process); returns how many were dropped. A store
+        failure propagates: the corpus report shows it as ``invalidation_error``."""
+        store = self.semantic.store if self.semantic is not None else None
+        near = self.settings.rag_invalidate_near
+        removed = await stale_answers(changes, self.exact, store, near=near)
+        if removed:
+            log.info("corpus change removed %d cached answer(s)", len(removed))
+        return len(removed)
+
+    async def preview_corpus_change(self, changes: list[DocumentChange]) -> int:
+        """What ``on_corpus_change`` would drop, without dropping it (a dry-run ingest)."""
+        store = self.semantic.store if self.semantic is not None else None
+        near = self.settings.rag_invalidate_near
+        return len(await stale_answers(changes, self.exact, store, near=near, remove=False))
 
     def _start_background(self, stack: AsyncExitStack) -> None:
         settings = self.settings
@@ -171,11 +228,14 @@ class Gateway:
             self.monitor.run_forever(),
             follow(self.thresholds, self.threshold_store),
             self._refresh_entry_gauges(),
+            self.timeline.run_forever(),
         ]
         if self.pipeline.obs.access_log is not None:
             work.append(self.pipeline.obs.access_log.run_forever())
         if self.semantic is not None:
             work.append(_sweep_forever(self.semantic, settings.semantic_sweep_seconds))
+        if self.corpora is not None and self.corpora.store.shared:
+            work.append(self.corpora.refresh_forever(settings.corpus_refresh_seconds))
         loop = asyncio.get_running_loop()
         tasks = [loop.create_task(w) for w in work]
 

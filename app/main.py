@@ -10,7 +10,16 @@ from typing import BinaryIO
 from fastapi import FastAPI
 from opentelemetry.sdk.trace.export import SpanExporter
 
-from app.api import admin, admin_cache, admin_semantic, health, openai_routes
+from app.api import (
+    admin,
+    admin_cache,
+    admin_corpus,
+    admin_insight,
+    admin_semantic,
+    console,
+    health,
+    openai_routes,
+)
 from app.api.errors import install_error_handlers
 from app.gateway import Gateway
 from config.settings import Settings
@@ -52,4 +61,7 @@ def create_app(
     app.include_router(admin.router)
     app.include_router(admin_cache.router)
     app.include_router(admin_semantic.router)
+    app.include_router(admin_corpus.router)
+    app.include_router(admin_insight.router)
+    app.include_router(console.router)
     return DejaApp(app, openai_routes.fast_routes)

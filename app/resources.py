@@ -15,9 +15,11 @@ from qdrant_client import AsyncQdrantClient
 from config.settings import Settings
 from deja.cache.exact.base import ExactStore
 from deja.cache.exact.memory import MemoryExactStore
-from deja.cache.exact.redis import RedisExactStore
+from deja.cache.exact.redis import RedisExactStore, connect_redis
+from deja.cache.flightlock import FlightLock
 from deja.embedding.base import Embedder
 from deja.errors import VerifierError
+from deja.observability.lookups import RecentLookups
 from deja.observability.metrics import Metrics
 from deja.observability.tracing import Tracing
 from deja.replicas.discovery import ModelDiscovery
@@ -108,8 +110,26 @@ def temporal_detector(settings: Settings) -> TemporalDetector | None:
 
 def uses_data_dir_exclusively(settings: Settings) -> bool:
     """True when this process would open single-writer files under ``data_dir`` (the embedded
-    Qdrant Edge store)."""
-    return settings.cache_enabled and settings.semantic_enabled and not settings.qdrant_url
+    Qdrant Edge stores: the semantic cache's, the corpora's)."""
+    if settings.qdrant_url:
+        return False
+    return (settings.cache_enabled and settings.semantic_enabled) or settings.corpora_enabled
+
+
+def embedded_parts(settings: Settings) -> list[str]:
+    """The single-process parts this configuration would use: what ``--workers N`` cannot
+    share. Each worker would hold its own copy (an in-process exact store: invalidation in one
+    worker would not reach the others) or fight over one data dir (Qdrant Edge)."""
+    parts: list[str] = []
+    if settings.cache_enabled and not settings.redis_url:
+        parts.append("the embedded exact store (set DEJA_REDIS_URL)")
+    if settings.cache_enabled and settings.semantic_enabled and not settings.qdrant_url:
+        parts.append("Qdrant Edge (set DEJA_QDRANT_URL, or DEJA_SEMANTIC_ENABLED=false)")
+    if settings.corpora_enabled and not settings.qdrant_url:
+        parts.append("corpora on Qdrant Edge (set DEJA_QDRANT_URL, or DEJA_CORPORA_ENABLED=false)")
+    if settings.demo and not settings.replicas:
+        parts.append("the in-process simulated replicas (set DEJA_REPLICAS)")
+    return parts
 
 
 async def replica_urls(stack: AsyncExitStack, settings: Settings) -> tuple[list[str], bool]:
@@ -130,6 +150,18 @@ async def replica_urls(stack: AsyncExitStack, settings: Settings) -> tuple[list[
         ", ".join(cluster.urls),
     )
     return list(cluster.urls), True
+
+
+async def flight_lock(stack: AsyncExitStack, settings: Settings) -> FlightLock | None:
+    """Cross-process single-flight locks, on a small Redis pool of their own: a lock that
+    fails only means "lead", and its connections never compete with the exact store's."""
+    if not settings.redis_url or not settings.cache_enabled:
+        return None
+    client = connect_redis(
+        settings.redis_url, timeout=settings.redis_timeout_seconds, max_connections=64
+    )
+    stack.push_async_callback(client.aclose)
+    return FlightLock(client)
 
 
 def exact_store(settings: Settings, redis: aioredis.Redis | None) -> ExactStore | None:
@@ -176,13 +208,26 @@ def vector_store(settings: Settings, embedder: Embedder) -> VectorStore:
     return EdgeVectorStore(settings.data_dir, collection=collection, dim=embedder.dim)
 
 
-async def semantic_cache(
-    stack: AsyncExitStack, settings: Settings, metrics: Metrics, tracing: Tracing
-) -> SemanticCache | None:
-    if not (settings.cache_enabled and settings.semantic_enabled):
+def open_embedder(stack: AsyncExitStack, settings: Settings) -> Embedder | None:
+    """The one embedder of the process, shared by the semantic cache and the corpora; None when
+    neither is on."""
+    semantic = settings.cache_enabled and settings.semantic_enabled
+    if not (semantic or settings.corpora_enabled):
         return None
     embedder = load_embedder(settings)
     stack.push_async_callback(embedder.close)
+    return embedder
+
+
+async def semantic_cache(
+    stack: AsyncExitStack,
+    settings: Settings,
+    metrics: Metrics,
+    tracing: Tracing,
+    embedder: Embedder | None,
+) -> SemanticCache | None:
+    if not (settings.cache_enabled and settings.semantic_enabled) or embedder is None:
+        return None
     store = vector_store(settings, embedder)
     await store.open()
     stack.push_async_callback(store.close)
@@ -245,6 +290,7 @@ def semantic_step(
     thresholds: Thresholds,
     metrics: Metrics,
     background: BackgroundTasks,
+    recent: RecentLookups | None = None,
 ) -> SemanticStep | None:
     if parts.cache is None or parts.exact is None:
         return None
@@ -263,6 +309,7 @@ def semantic_step(
         metrics=metrics,
         spawn=background.spawn,
         checks=checks,
+        recent=recent,
     )
 
 
@@ -285,9 +332,11 @@ class SemanticParts:
         tracing: Tracing,
         exact: ExactStore | None,
         replicas: Replicas,
+        embedder: Embedder | None,
     ) -> SemanticParts:
-        """The semantic cache (embedder, vector store) and, with it, the verifier and table."""
-        cache = await semantic_cache(stack, settings, metrics, tracing)
+        """The semantic cache (vector store on the shared embedder) and, with it, the verifier
+        and table."""
+        cache = await semantic_cache(stack, settings, metrics, tracing, embedder)
         parts = cls(cache, exact, replicas.upstream)
         if cache is not None:
             parts.verifier, parts.table = open_verifier(stack, settings)

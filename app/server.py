@@ -3,15 +3,19 @@ then the server on the socket those checks bound."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
+import signal
 import socket
+import time
 from collections.abc import Callable
 
 import uvicorn
 
 from app.main import create_app
-from app.resources import uses_data_dir_exclusively, verifier_table
-from config.settings import Settings
+from app.resources import embedded_parts, uses_data_dir_exclusively, verifier_table
+from config.settings import ConfigError, Settings
 from deja.datadir import DataDirLock
 
 
@@ -20,6 +24,11 @@ def preflight(settings: Settings) -> socket.socket:
     when the verifier's files are corrupt (and no fallback is configured), or ``OSError`` when
     the port is taken; else return the bound socket (uvicorn would only find out after the
     lifespan had loaded the models)."""
+    if settings.workers > 1 and (blockers := embedded_parts(settings)):
+        raise ConfigError(
+            f"--workers {settings.workers} needs stores every worker shares; this "
+            f"configuration uses {'; '.join(blockers)}"
+        )
     if uses_data_dir_exclusively(settings):
         DataDirLock(settings.data_dir).check_free()
     if (
@@ -78,3 +87,62 @@ def run_server(
     host, port = sock.getsockname()[:2]
     url = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
     AnnouncingServer(config, url).run(sockets=[sock])
+
+
+#: A worker that dies is restarted after this long (not in a tight loop if it dies at once).
+RESTART_DELAY_SECONDS = 1.0
+log = logging.getLogger("deja.server")
+
+
+def run_workers(
+    settings: Settings, sock: socket.socket, reload: Callable[[], Settings] | None = None
+) -> None:
+    """``settings.workers`` forked processes serving on the one bound ``sock`` (the kernel
+    spreads connections over the processes accepting on it). The parent only supervises:
+    SIGINT/SIGTERM/SIGHUP go to every worker, and a worker that dies is restarted."""
+    if settings.workers <= 1:
+        run_server(settings, sock, reload)
+        return
+    children: dict[int, int] = {}
+    stopping = False
+
+    def spawn(slot: int) -> None:
+        pid = os.fork()
+        if pid == 0:  # the worker: default signal handling, its own event loop
+            for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+                signal.signal(signum, signal.SIG_DFL)
+            code = 0
+            try:
+                run_server(settings, sock, reload)
+            except BaseException:
+                log.exception("worker %d failed", slot)
+                code = 1
+            finally:
+                os._exit(code)
+        children[pid] = slot
+
+    def forward(signum: int, _frame: object) -> None:
+        nonlocal stopping
+        stopping = stopping or signum != signal.SIGHUP
+        for pid in list(children):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signum)
+
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, forward)
+    for slot in range(settings.workers):
+        spawn(slot)
+    log.info("deja supervising %d workers (pids %s)", len(children), sorted(children))
+    while children:
+        try:
+            pid, status = os.wait()
+        except ChildProcessError:
+            break
+        if pid not in children or stopping:
+            children.pop(pid, None)
+            continue
+        slot = children.pop(pid)
+        log.warning("worker %d (pid %d) exited with %#x; restarting it", slot, pid, status)
+        time.sleep(RESTART_DELAY_SECONDS)
+        if not stopping:
+            spawn(slot)

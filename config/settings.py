@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 import yaml
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 ENV_PREFIX = "DEJA_"
@@ -51,6 +51,13 @@ class Settings(BaseSettings):
     port: int = Field(8080, ge=0, le=65535, description="Port the gateway listens on.")
     log_level: Literal["debug", "info", "warning", "error"] = Field(
         "info", description="Log level of the gateway's own logger."
+    )
+    workers: int = Field(
+        1,
+        ge=1,
+        le=64,
+        description="Worker processes sharing the listening socket. Above 1, every store must "
+        "be shared (Redis, a Qdrant server): embedded stores are refused at start-up.",
     )
     max_body_bytes: int = Field(
         4 * 1024 * 1024, ge=1024, description="Largest request body accepted; larger gets 413."
@@ -121,6 +128,11 @@ class Settings(BaseSettings):
     )
     redis_retry_seconds: float = Field(
         1.0, ge=0, description="After a Redis failure, skip Redis this long before trying again."
+    )
+    single_flight: bool = Field(
+        True,
+        description="Identical concurrent misses make one upstream call (followers get "
+        "X-Deja-Cache: coalesced); across processes through a short Redis lock.",
     )
     cache_ttl_seconds: int = Field(86_400, ge=1, description="Default TTL of a cached answer.")
     cache_max_ttl_seconds: int = Field(
@@ -246,6 +258,47 @@ class Settings(BaseSettings):
         description="Where derived embedding-model files are cached (default: data_dir/models).",
     )
 
+    # --- corpora (issue 11) -----------------------------------------------------------------------
+    corpora_enabled: bool = Field(
+        True,
+        description="Keep document corpora for RAG (`deja corpus …`, /admin/corpora): chunks in "
+        "their own collection of the semantic store (Qdrant Edge under data_dir, or the Qdrant "
+        "server); loads the embedder even with the semantic cache off.",
+    )
+    corpus_chunk_tokens: int = Field(
+        200,
+        ge=32,
+        le=512,
+        description="Token budget of one chunk, its heading path included (MiniLM reads 256).",
+    )
+    corpus_chunk_overlap: int = Field(
+        32, ge=0, description="Tokens a chunk repeats from the end of the one before it."
+    )
+    corpus_max_file_bytes: int = Field(
+        20 * 1024 * 1024, ge=1024, description="Largest file ingested; larger ones are refused."
+    )
+    corpus_embed_batch: int = Field(
+        32, ge=1, le=1024, description="Chunks embedded per call during ingestion."
+    )
+    rag_retrieval_timeout_seconds: float = Field(
+        1.0, gt=0, description="Budget of one retrieval from a corpus; past it, RetrievalError."
+    )
+    corpus_refresh_seconds: float = Field(
+        30.0,
+        gt=0,
+        description="How often the corpus list is re-read from a shared Qdrant server (other "
+        "gateways' ingests).",
+    )
+    corpus_preload: Annotated[dict[str, list[str]], NoDecode] = Field(
+        default_factory=dict,
+        description="Corpora ingested at start-up for corpus_preload_tenant: "
+        "'name=path,path;name2=path' in the environment, a mapping of name to paths in YAML. "
+        "Idempotent: unchanged files are skipped, so a restart is fast.",
+    )
+    corpus_preload_tenant: str = Field(
+        "default", min_length=1, description="The tenant that owns the preloaded corpora."
+    )
+
     # --- temporal bypass -----------------------------------------------------------------------
     temporal_bypass: bool = Field(
         True, description="Skip both caches for time-dependent questions (today, latest, hoy…)."
@@ -253,6 +306,44 @@ class Settings(BaseSettings):
     temporal_extra_patterns: list[str] = Field(
         default_factory=list,
         description="Extra volatile regexes (JSON list in the environment, a list in YAML).",
+    )
+
+    # --- RAG: asking with retrieval (issue 11) ---------------------------------------------------
+    rag_top_k: int = Field(4, ge=1, le=64, description="Chunks retrieved per RAG request.")
+    rag_system_prompt: str = Field(
+        "Answer the question using only the context below. If the context does not contain "
+        "the answer, say that you do not know. Cite the documents you used by their ids.",
+        description="The static system prompt every RAG request starts with (before the "
+        "context block), so the replicas' prefix cache sees one prefix per document set.",
+    )
+    rag_context_order: Literal["document", "score"] = Field(
+        "document",
+        description="Order of the chunks in the context block: document id and chunk index "
+        "(one prompt prefix per document set, which the replicas' prefix cache reuses) or "
+        "score (what most RAG apps do; for comparison).",
+    )
+    rag_default_corpus: str | None = Field(
+        None,
+        description="Corpus of requests that name none (after X-Deja-Corpus, the tenant's "
+        "`corpus` and rag_model_corpus).",
+    )
+    rag_model_corpus: dict[str, str] = Field(
+        default_factory=dict,
+        description='Per-model default corpus, e.g. {"my-model": "handbook"} (JSON in '
+        "the environment).",
+    )
+    rag_invalidate_near: float | None = Field(
+        None,
+        ge=0.0,
+        le=1.0,
+        description="Also invalidate cached questions whose cosine to a chunk of a new or "
+        "changed document is at least this (answers the new text may contradict, whatever "
+        "they were built from); unset: provenance only. Preview with a dry-run ingest.",
+    )
+    rag_on_failure: Literal["answer", "error"] = Field(
+        "error",
+        description="When retrieval fails: answer without context (marked X-Deja-Retrieval: "
+        "failed, never cached) or refuse with a 503. A tenant's keys-file entry overrides it.",
     )
 
     # --- observability -------------------------------------------------------------------------
@@ -264,6 +355,12 @@ class Settings(BaseSettings):
     metrics_tenant_label: bool = Field(
         False,
         description="Add a tenant label to deja_requests_total (bounded by your tenant count).",
+    )
+    console_sample_seconds: float = Field(
+        10.0,
+        gt=0,
+        description="How often the console's traffic history (/admin/timeline) takes a point; "
+        "the last 360 points are kept.",
     )
 
     # --- secrets (masked in --print-config) ---------------------------------------------------
@@ -299,6 +396,25 @@ class Settings(BaseSettings):
             parse_replica(spec)  # raises ValueError on a bad ;weight=
             cleaned.append(url.rstrip("/") + (f";{params}" if params else ""))
         return cleaned
+
+    @field_validator("corpus_preload", mode="before")
+    @classmethod
+    def _split_preload(cls, value: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+        corpora: dict[str, list[str]] = {}
+        for spec in filter(None, (part.strip() for part in value.split(";"))):
+            name, sep, paths = spec.partition("=")
+            if not sep or not name.strip():
+                raise ValueError(f"corpus_preload entry {spec!r} is not name=path[,path…]")
+            corpora[name.strip()] = [p.strip() for p in paths.split(",") if p.strip()]
+        return corpora
+
+    @model_validator(mode="after")
+    def _check_overlap(self) -> Settings:
+        if self.corpus_chunk_overlap * 2 > self.corpus_chunk_tokens:
+            raise ValueError("corpus_chunk_overlap must be at most half of corpus_chunk_tokens")
+        return self
 
     @field_validator("admin_key", "replica_api_key", "qdrant_api_key")
     @classmethod

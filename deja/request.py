@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal
 
 from deja.cache.keys import Endpoint
 
@@ -21,6 +21,8 @@ class CachePolicy:
     min_similarity: float | None = None
 
 
+RagOnFailure = Literal["answer", "error"]
+
 PATHS: dict[Endpoint, str] = {"chat": "/v1/chat/completions", "completion": "/v1/completions"}
 
 
@@ -29,6 +31,8 @@ class Outcome(StrEnum):
 
     EXACT = "exact"
     SEMANTIC = "semantic"
+    #: Answered by another identical request's upstream call that was already running.
+    COALESCED = "coalesced"
     MISS = "miss"
     BYPASS = "bypass"
     OFF = "off"
@@ -57,6 +61,31 @@ class GatewayRequest:
     tenant_threshold: float | None = None
     #: ``X-Request-Id`` from the client, or one deja made; echoed and logged.
     request_id: str = ""
+    #: The corpus this request retrieves from on a miss (``X-Deja-Corpus``, else the tenant's,
+    #: the model's or the gateway's default); None = no retrieval.
+    corpus: str | None = None
+    #: ``X-Deja-Context-Id``: replaces the conversation-context hash in the semantic scope, for
+    #: applications that retrieve on their own and know when two contexts are equivalent.
+    context_id: str | None = None
+    #: What a failed retrieval does: answer without context, or refuse (503).
+    rag_on_failure: RagOnFailure = "error"
+    #: ``X-Deja-Corpus-Filter``: only chunks whose metadata has these values are retrieved.
+    corpus_filter: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def key_namespace(self) -> str:
+        """The namespace that partitions the exact key: the namespace, plus the corpus for a
+        RAG request (the same conversation asked of two corpora has two answers). The
+        separator is unprintable, so no ``X-Deja-Namespace`` can forge it."""
+        scope = self.corpus_scope
+        return self.namespace if scope is None else f"{self.namespace}\x1f{scope}"
+
+    @property
+    def corpus_scope(self) -> str | None:
+        """What a RAG request adds to its cache scope: the corpus and the metadata filter."""
+        if self.corpus is None:
+            return None
+        return "\x1f".join([f"corpus={self.corpus}", *(f"{k}={v}" for k, v in self.corpus_filter)])
 
     @property
     def path(self) -> str:

@@ -19,6 +19,7 @@ from deja.errors import (
     ClientGoneError,
     CorpusNotFoundError,
     DejaError,
+    DocumentError,
     InvalidRequestError,
     ModelNotFoundError,
     NoHealthyReplicaError,
@@ -52,6 +53,7 @@ _INVALID = "invalid_request_error"
 _TABLE: tuple[tuple[type[DejaError], HttpError], ...] = (
     (BodyTooLargeError, HttpError(413, _INVALID, "request_too_large")),
     (InvalidRequestError, HttpError(400, _INVALID)),
+    (DocumentError, HttpError(400, _INVALID, "unusable_document")),
     (ModelNotFoundError, HttpError(404, _INVALID, "model_not_found")),
     (CorpusNotFoundError, HttpError(404, _INVALID, "corpus_not_found")),
     (NotFoundError, HttpError(404, _INVALID, "not_found")),

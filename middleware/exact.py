@@ -18,7 +18,7 @@ async def exact_lookup(store: ExactStore | None, req: GatewayRequest, metrics: M
         return Lookup(Outcome.OFF, None)
     if not req.cacheable:
         return Lookup(Outcome.MISS, None)
-    entry_id = cache_key(req.tenant, req.endpoint, req.body, req.namespace)
+    entry_id = cache_key(req.tenant, req.endpoint, req.body, req.key_namespace)
     if not req.policy.read:
         return Lookup(Outcome.MISS, entry_id)
     started = time.perf_counter()

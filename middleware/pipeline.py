@@ -1,6 +1,6 @@
 """The request path, top to bottom. ``Pipeline.handle`` reads like docs/architecture.md; each
-step is one method named after it: policy → bypass → exact → semantic → route → upstream →
-store (off the response path).
+step is one method named after it: policy → bypass → exact → semantic → retrieve (RAG
+requests) → route → upstream → store (off the response path).
 """
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import orjson
 from opentelemetry.trace import Span
@@ -15,7 +16,12 @@ from starlette.responses import Response, StreamingResponse
 
 from deja.cache.entry import CachedAnswer, answer_from_json
 from deja.cache.exact.base import ExactStore
-from deja.errors import DejaError, UpstreamError
+from deja.cache.flightlock import FlightLock
+from deja.errors import (
+    CorpusNotFoundError,
+    DejaError,
+    UpstreamError,
+)
 from deja.observability.accesslog import AccessLog
 from deja.observability.metrics import Metrics
 from deja.observability.stats import Stats
@@ -24,6 +30,7 @@ from deja.replicas.upstream import Upstream
 from deja.request import GatewayRequest, Outcome
 from deja.routing.prefix import PrefixConfig, prefix_hash
 from deja.temporal.rules import TemporalDetector
+from middleware.answers import with_sources
 from middleware.bypass import bypass_reason
 from middleware.disconnect import Disconnected, until_disconnect
 from middleware.errors import http_error
@@ -34,7 +41,10 @@ from middleware.replay import replay_json, replay_sse
 from middleware.responses import JSON as JSON_TYPE
 from middleware.responses import SSE as SSE_TYPE
 from middleware.responses import prebuilt
+from middleware.retrieve import Retrieval, RetrieveStep, source_records, sources_header
 from middleware.semantic import SemanticStep
+from middleware.shared import SharedUpstream
+from middleware.singleflight import Flights
 from middleware.store import Build, store_answer
 from middleware.tasks import BackgroundTasks
 from middleware.telemetry import (
@@ -71,8 +81,12 @@ class Pipeline:
         prefix: PrefixConfig | None = None,
         observability: Observability | None = None,
         background: BackgroundTasks | None = None,
+        retrieve: RetrieveStep | None = None,
+        flights: Flights | None = None,
+        flight_lock: FlightLock | None = None,
     ) -> None:
         self.exact = exact
+        self.retrieve = retrieve
         self.upstream = upstream
         self.semantic = semantic
         self.temporal = temporal
@@ -82,9 +96,12 @@ class Pipeline:
         self.tracing = self.obs.tracing
         self.stats = self.obs.stats
         self.background = background or BackgroundTasks()
+        self.shared = SharedUpstream(self, flights, flight_lock) if flights is not None else None
 
     async def handle(self, req: GatewayRequest, disconnected: Disconnected) -> Response:
         started = time.perf_counter()
+        if req.corpus is not None:
+            self.check_corpus(req)
         with self.tracing.request_span("deja.request") as span:
             lookup = await self.lookup(req)
             self.stats.record(req.tenant, lookup.outcome)
@@ -96,7 +113,7 @@ class Pipeline:
             try:
                 response = await self.upstream_step(req, lookup, disconnected, started)
                 status, replica = response.status_code, response.headers.get("x-deja-replica")
-                if not req.stream:
+                if not req.stream and not self.stores(req, lookup):  # stored: counted there
                     usage = usage_of_json(bytes(response.body))
                 return response
             except DejaError as exc:
@@ -118,6 +135,14 @@ class Pipeline:
             return lookup
         with self.tracing.span("deja.semantic"):
             return await self.semantic.lookup(req, lookup)
+
+    def check_corpus(self, req: GatewayRequest) -> None:
+        """A RAG request names a corpus its tenant owns, hit or miss (404 otherwise)."""
+        if self.retrieve is None:
+            raise CorpusNotFoundError(
+                f"The corpus '{req.corpus}' does not exist.", param="X-Deja-Corpus"
+            )
+        self.retrieve.check(req)
 
     def bypass(self, req: GatewayRequest) -> str | None:
         """2. bypass: why this request skips the cache because its answer is time-dependent."""
@@ -143,13 +168,23 @@ class Pipeline:
             headers["x-deja-similarity"] = f"{lookup.similarity:.4f}"
         if lookup.verifier_score is not None:
             headers["x-deja-verifier-score"] = f"{lookup.verifier_score:.4f}"
+        if answer.sources is not None:
+            headers["x-deja-sources"] = sources_header(answer.sources)
         if req.stream:
             body = replay_sse(answer, model=req.model, include_usage=req.include_usage)
             return prebuilt(body, SSE_TYPE, headers)
         return prebuilt(replay_json(answer, model=req.model), JSON_TYPE, headers)
 
+    async def retrieval(self, req: GatewayRequest, lookup: Lookup) -> Retrieval:
+        """5. retrieve (RAG requests): the prompt with the corpus's top-k chunks as context."""
+        if req.corpus is None or self.retrieve is None:
+            return Retrieval(req)
+        with self.tracing.span("deja.retrieve"):
+            return await self.retrieve.retrieve(req, lookup.vector)
+
     def route(self, req: GatewayRequest) -> str | None:
-        """5. route: the client's X-Prefix-Hash, else the hash of the prompt's static prefix."""
+        """6. route: the client's X-Prefix-Hash, else the hash of the prompt's static prefix
+        (for a RAG request: the system prompt and the context block)."""
         if req.prefix_override:
             return req.prefix_override
         return prefix_hash(req.endpoint, req.body, self.prefix)
@@ -157,27 +192,35 @@ class Pipeline:
     async def upstream_step(
         self, req: GatewayRequest, lookup: Lookup, disconnected: Disconnected, started: float
     ) -> Response:
-        """5 + 6. route, then forward (JSON) or relay (SSE) to the chosen replica."""
+        """5 + 6 + 7. retrieve, route, then forward (JSON) or relay (SSE) to the chosen
+        replica — once for all identical concurrent misses when they may be shared."""
+        if self.shared is not None and lookup.entry_id is not None and req.policy.write:
+            return await self.shared.respond(req, lookup, disconnected, started)
+        rag = await self.retrieval(req, lookup)
         with self.tracing.span("deja.route") as span:
-            prefix_key = self.route(req)
+            prefix_key = self.route(rag.req)
             set_attributes(span, {"deja.prefix_hash": prefix_key})
         with self.tracing.span("deja.upstream"):
             if req.stream:
-                return await self.relay(req, lookup, prefix_key, disconnected, started)
-            return await self.forward(req, lookup, prefix_key, disconnected)
+                return await self.relay(req, rag, lookup, prefix_key, disconnected, started)
+            return await self.forward(req, rag, lookup, prefix_key, disconnected)
 
     async def forward(
         self,
         req: GatewayRequest,
+        rag: Retrieval,
         lookup: Lookup,
         prefix_key: str | None,
         disconnected: Disconnected,
     ) -> Response:
         reply = await until_disconnect(
-            self.upstream.complete(req.path, req.raw, req.model, prefix_key), disconnected
+            self.upstream.complete(req.path, rag.req.raw, req.model, prefix_key), disconnected
         )
-        headers = self._miss_headers(req, lookup, reply.replica.name, reply.reason, prefix_key)
-        if lookup.entry_id is not None and req.policy.write:
+        headers = self.miss_headers(req, rag, lookup, reply.replica.name, reply.reason, prefix_key)
+        body = reply.body
+        if rag.sources:
+            body = with_sources(body, source_records(rag.sources))
+        if lookup.entry_id is not None and req.policy.write and not rag.failed:
             entry_id, created = lookup.entry_id, time.time()
 
             def build() -> CachedAnswer | None:
@@ -188,21 +231,22 @@ class Pipeline:
                     body, entry_id=entry_id, endpoint=req.endpoint, created_at=created
                 )
 
-            self.store(req, lookup, build)
-        return prebuilt(reply.body, JSON_TYPE, headers)
+            self.store(req, lookup, build, rag)
+        return prebuilt(body, JSON_TYPE, headers)
 
     async def relay(
         self,
         req: GatewayRequest,
+        rag: Retrieval,
         lookup: Lookup,
         prefix_key: str | None,
         disconnected: Disconnected,
         started: float,
     ) -> Response:
-        storable = lookup.entry_id is not None and req.policy.write
+        storable = lookup.entry_id is not None and req.policy.write and not rag.failed
         # A stored answer must carry usage, so ask for it and hide it if the client did not.
         hide_usage = storable and not req.include_usage
-        body = with_usage_requested(req.body) if hide_usage else req.raw
+        body = with_usage_requested(rag.req.body) if hide_usage else rag.req.raw
         opened = await until_disconnect(
             self.upstream.open_stream(req.path, body, req.model, prefix_key), disconnected
         )
@@ -230,7 +274,8 @@ class Pipeline:
                 yield error_event(exc.message, http_error(exc).code or "upstream_error")
             finally:
                 opened.close()
-                self.observe(req, lookup, started, replica, usage=usage_of_sse(previous + last))
+                usage = None if self.stores(req, lookup) else usage_of_sse(previous + last)
+                self.observe(req, lookup, started, replica, usage=usage)
             if finished and storable:
                 assert lookup.entry_id is not None
                 entry_id, created = lookup.entry_id, time.time()
@@ -240,28 +285,41 @@ class Pipeline:
                     lambda: answer_from_sse(
                         bytes(seen), entry_id=entry_id, endpoint=req.endpoint, created_at=created
                     ),
+                    rag,
                 )
 
-        headers = self._miss_headers(req, lookup, replica, opened.reason, prefix_key)
+        headers = self.miss_headers(req, rag, lookup, replica, opened.reason, prefix_key)
         headers["cache-control"] = "no-cache"
         headers["x-accel-buffering"] = "no"
         return StreamingResponse(chunks(), media_type=SSE, headers=headers)
 
-    def store(self, req: GatewayRequest, lookup: Lookup, build: Build) -> None:
-        """7. store: parse and store the answer in a background task; the response does not
-        wait."""
+    def stores(self, req: GatewayRequest, lookup: Lookup) -> bool:
+        """Whether a complete answer to ``req`` is stored (its tokens are then counted there,
+        once per replica call even when single-flight shares it)."""
+        return self.exact is not None and lookup.entry_id is not None and req.policy.write
+
+    def store(self, req: GatewayRequest, lookup: Lookup, build: Build, rag: Retrieval) -> None:
+        """8. store: parse and store the answer, with its sources, in a background task; the
+        response does not wait."""
         if self.exact is not None:
-            self.background.spawn(self._store(self.exact, req, lookup, build))
+            sources = source_records(rag.sources) if req.corpus is not None else None
+            self.background.spawn(self._store(self.exact, req, lookup, build, sources))
 
     async def _store(
-        self, exact: ExactStore, req: GatewayRequest, lookup: Lookup, build: Build
+        self,
+        exact: ExactStore,
+        req: GatewayRequest,
+        lookup: Lookup,
+        build: Build,
+        sources: list[dict[str, Any]] | None,
     ) -> None:
         with self.tracing.span("deja.store"):
-            await store_answer(exact, self.semantic, self.metrics, req, lookup, build)
+            await store_answer(exact, self.semantic, self.metrics, req, lookup, build, sources)
 
-    def _miss_headers(
+    def miss_headers(
         self,
         req: GatewayRequest,
+        rag: Retrieval,
         lookup: Lookup,
         replica: str,
         reason: str,
@@ -283,6 +341,10 @@ class Pipeline:
             headers["x-deja-verifier-score"] = f"{lookup.verifier_score:.4f}"
         if lookup.bypass is not None:
             headers["x-deja-bypass"] = lookup.bypass
+        if req.corpus is not None:
+            headers["x-deja-sources"] = sources_header(source_records(rag.sources))
+        if rag.failed:
+            headers["x-deja-retrieval"] = "failed"
         return headers
 
     def observe(
@@ -296,7 +358,7 @@ class Pipeline:
         usage: Usage | None = None,
     ) -> None:
         """Metrics, the trace's request attributes and the access-log line, once per request;
-        ``usage`` is a replica answer's (a hit's comes from the stored answer)."""
+        ``usage`` is an unstored replica answer's (a hit's comes from the stored answer)."""
         entry = lookup.answer.entry_id if lookup.answer is not None else lookup.entry_id
         record_request(
             self.metrics,

@@ -18,6 +18,9 @@ import orjson
 
 from deja.cache.entry import CachedAnswer
 
+#: The extra response field that lists a RAG answer's sources (the SDK keeps unknown fields:
+#: ``completion.model_extra["deja_sources"]``).
+SOURCES_FIELD = "deja_sources"
 #: Roughly how many characters one replayed ``delta.content`` chunk carries.
 REPLAY_CHUNK_CHARS = 48
 
@@ -43,7 +46,7 @@ _ID_PREFIX = secrets.token_hex(6)
 _ID_COUNTER = itertools.count(1)
 
 
-def _fresh_id(endpoint: str) -> str:
+def fresh_id(endpoint: str) -> str:
     """Unique per process start and request, without a syscall per request."""
     prefix = "chatcmpl" if endpoint == "chat" else "cmpl"
     return f"{prefix}-deja{_ID_PREFIX}{next(_ID_COUNTER):08x}"
@@ -52,7 +55,7 @@ def _fresh_id(endpoint: str) -> str:
 def replay_json(answer: CachedAnswer, *, model: str) -> bytes:
     """The answer as a non-streamed OpenAI response body."""
     body: dict[str, Any] = {
-        "id": _fresh_id(answer.endpoint),
+        "id": fresh_id(answer.endpoint),
         "object": "chat.completion" if answer.endpoint == "chat" else "text_completion",
         "created": int(time.time()),
         "model": model,
@@ -67,6 +70,8 @@ def replay_json(answer: CachedAnswer, *, model: str) -> bytes:
         body["usage"] = answer.usage
     if answer.system_fingerprint is not None:
         body["system_fingerprint"] = answer.system_fingerprint
+    if answer.sources is not None:
+        body[SOURCES_FIELD] = answer.sources
     return orjson.dumps(body)
 
 
@@ -95,7 +100,7 @@ def _chat_deltas(message: dict[str, Any]) -> list[dict[str, Any]]:
 def replay_sse(answer: CachedAnswer, *, model: str, include_usage: bool) -> bytes:
     """The answer as a complete SSE stream of chunk objects ending in ``data: [DONE]``."""
     base: dict[str, Any] = {
-        "id": _fresh_id(answer.endpoint),
+        "id": fresh_id(answer.endpoint),
         "object": "chat.completion.chunk" if answer.endpoint == "chat" else "text_completion",
         "created": int(time.time()),
         "model": model,

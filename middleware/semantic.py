@@ -19,6 +19,7 @@ from typing import Any
 
 from deja.cache.exact.base import ExactStore
 from deja.errors import CacheUnavailableError, EmbedderError, VerifierError
+from deja.observability.lookups import Candidate, Cut, LookupSample, RecentLookups
 from deja.observability.metrics import Metrics
 from deja.observability.outage import Outage
 from deja.request import GatewayRequest, Outcome
@@ -76,6 +77,7 @@ class SemanticStep:
         metrics: Metrics,
         spawn: Spawn,
         checks: Checks | None = None,
+        recent: RecentLookups | None = None,
     ) -> None:
         self.cache = cache
         self.exact = exact
@@ -83,6 +85,7 @@ class SemanticStep:
         self.thresholds = thresholds
         self.metrics = metrics
         self.checks = checks or Checks()
+        self.recent = recent
         self._spawn = spawn
         self.outage = Outage(
             log, "semantic layer skipped (serving as miss)", "semantic layer answering again"
@@ -112,7 +115,9 @@ class SemanticStep:
         self.outage.ok()
         if lookup.outcome is Outcome.BYPASS or not ranked:
             return lookup
-        return await self.decide(req, lookup, query, ranked)
+        result = await self.decide(req, lookup, query, ranked)
+        self.observe(req, query, ranked[0], result.outcome is Outcome.SEMANTIC)
+        return result
 
     async def candidates(
         self, req: GatewayRequest, lookup: Lookup, query: SemanticQuery
@@ -136,6 +141,8 @@ class SemanticStep:
         theta = self.thresholds.resolve(req.tenant, req.model, req.tenant_threshold)
         floor = max(theta, req.policy.min_similarity or 0.0)
         kept = [p for p in points if p.score >= floor]
+        if not kept:
+            self.observe(req, query, Scored(points[0], None) if points else None, False, floor)
         verifier, table = self.checks.verifier, self.checks.table
         if not kept or verifier is None or table is None:
             return lookup, [Scored(p, None) for p in kept]
@@ -207,6 +214,34 @@ class SemanticStep:
             similarity=point.score,
             verifier_score=cand.score,
         )
+
+    def observe(
+        self,
+        req: GatewayRequest,
+        query: SemanticQuery,
+        best: Scored | None,
+        served: bool,
+        floor: float = 0.0,
+    ) -> None:
+        """Feed the recent-lookup ring (the console's histograms, near misses, θ preview): a
+        verified candidate was judged against τ, an unverified one against θ (``floor``)."""
+        if self.recent is None:
+            return
+        score = best.score if best is not None else None
+        cut: Cut = "theta"
+        if score is not None and self.checks.table is not None:
+            cut = "tau"
+            floor = self.checks.table.tau(self.thresholds.precision.resolve(req.tenant, req.model))
+        similarity = best.point.score if best is not None else None
+        candidate = None
+        if best is not None:
+            candidate = Candidate(
+                query.text, best.question, best.point.entry_id, best.point.score, score
+            )
+        sample = LookupSample(
+            time.time(), req.tenant, req.model, req.tenant_threshold, similarity, score, served
+        )
+        self.recent.record(sample, candidate, cut, floor)
 
     def failed(self, exc: BaseException) -> None:
         """Count and log (once per outage) a semantic failure."""

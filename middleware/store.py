@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable
+from typing import Any
 
 import orjson
 
@@ -31,8 +32,11 @@ async def store_answer(
     req: GatewayRequest,
     lookup: Lookup,
     build: Build,
+    sources: list[dict[str, Any]] | None = None,
 ) -> None:
-    """Parse the answer (``build``) and write it under the lookup's entry id."""
+    """Parse the answer (``build``) and write it under the lookup's entry id, with the RAG
+    ``sources`` it was built from (the exact entry holds the records, the question's vector
+    their ``corpus/document`` keys, which provenance invalidation matches on)."""
     if lookup.entry_id is None:
         return
     try:
@@ -42,6 +46,7 @@ async def store_answer(
         return
     if built is None:
         return
+    metrics.tokens(req.model, built.usage or {})  # the replica's answer: the tuning workload
     ttl = req.policy.ttl
     answer = dataclasses.replace(
         built,
@@ -49,6 +54,7 @@ async def store_answer(
         namespace=req.namespace,
         question=question_text(req) or None,
         expires_at=built.created_at + ttl,
+        sources=sources,
     )
     try:
         await exact.set(lookup.entry_id, answer, ttl)
@@ -64,6 +70,7 @@ async def store_answer(
             vector=lookup.vector,
             created_at=answer.created_at,
             ttl=ttl,
+            sources=[f"{r['corpus']}/{r['document']}" for r in sources or ()],
         )
     except SEMANTIC_ERRORS as exc:
         metrics.count(metrics.store_errors, "semantic")

@@ -62,7 +62,7 @@ def record_request(
     access_log: AccessLog | None,
 ) -> None:
     metrics.request(req.endpoint, rec.outcome, req.tenant, rec.seconds)
-    if rec.replica is not None and rec.usage:
+    if rec.replica is not None and rec.usage and rec.outcome != "coalesced":
         metrics.tokens(req.model, rec.usage)
     if span is not None:
         usage = rec.usage or {}

@@ -76,9 +76,11 @@ async def gateway(**settings: Any) -> AsyncIterator[tuple[str, Any]]:
     """A real gateway on a free port, with its own data dir; yields (base URL, app).
 
     The semantic layer is off unless a test turns it on (``semantic_enabled=True``): tests of
-    the exact layer use random questions that a semantic layer could legitimately match.
+    the exact layer use random questions that a semantic layer could legitimately match. So are
+    the corpora (``corpora_enabled=True``), which would load the embedder for every gateway.
     """
     settings.setdefault("semantic_enabled", False)
+    settings.setdefault("corpora_enabled", False)
     settings.setdefault("model_dir", MODEL_DIR)
     with tempfile.TemporaryDirectory(prefix="deja-test-") as data_dir:
         settings.setdefault("data_dir", Path(data_dir))

@@ -26,6 +26,7 @@ from deja.errors import (
     InvalidRequestError,
     PermissionDeniedError,
 )
+from deja.replicas.pool import ReplicaMetrics
 from deja.tenancy.keyring import bearer_token
 
 
@@ -55,12 +56,20 @@ def audit(gateway: Gateway, action: str, **details: Any) -> None:
     key = gateway.settings.admin_key
     who = "admin:" + hashlib.sha256(key.get_secret_value().encode()).hexdigest()[:8] if key else "-"
     gateway.metrics.count(gateway.metrics.admin_actions, action)
-    audit_log.info(orjson.dumps({"who": who, "action": action, **details}).decode())
+    record = {"at": round(time.time(), 3), "who": who, "action": action, **details}
+    audit_log.info(orjson.dumps(record).decode())
+    gateway.audit_trail.add(record)
 
 
 audit_log = logging.getLogger("deja.audit")
 Admin = Annotated[Gateway, Depends(require_admin)]
 router = APIRouter(prefix="/admin")
+
+
+def _hit_rate(metrics: ReplicaMetrics) -> float | None:
+    """Prefix-cache hits / queries since the replica started (None before any query)."""
+    queries = metrics.prefix_cache_queries
+    return round(metrics.prefix_cache_hits / queries, 4) if queries > 0 else None
 
 
 def _replica_report(gateway: Gateway) -> dict[str, Any]:
@@ -88,6 +97,9 @@ def _replica_report(gateway: Gateway) -> dict[str, Any]:
                     "num_requests_running": r.metrics.running,
                     "num_requests_waiting": r.metrics.waiting,
                     "kv_cache_usage_perc": r.metrics.kv_cache_usage,
+                    "prefix_cache_queries": r.metrics.prefix_cache_queries,
+                    "prefix_cache_hits": r.metrics.prefix_cache_hits,
+                    "prefix_cache_hit_rate": _hit_rate(r.metrics),
                     "age_seconds": round(now - scraped, 3) if scraped else None,
                 },
                 "share_of_keys": round(shares.get(r.url, 0.0), 4),

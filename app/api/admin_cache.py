@@ -9,6 +9,7 @@ both kinds of hit at once. The entry's vector is deleted too, for tidiness.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 from typing import Any
 
@@ -36,6 +37,8 @@ router = APIRouter(prefix="/admin")
 
 #: How many nearest questions a similarity query considers.
 QUERY_CANDIDATES = 1000
+#: How many matching entries a dry-run invalidation describes.
+DRY_RUN_ROWS = 100
 
 
 def _exact(gateway: Gateway) -> ExactStore:
@@ -158,6 +161,29 @@ async def list_entries(
     return json_response({"entries": rows})
 
 
+@router.get("/cache/entries/{entry_id}")
+async def get_entry(entry_id: str, gateway: Admin) -> Response:
+    """One entry: the stored answer with its hits, age and remaining TTL (an admin-time scan,
+    like the listing: the hit count lives beside the answer)."""
+    if not ENTRY_ID.fullmatch(entry_id):
+        raise NotFoundError(f"no cache entry {entry_id}")
+    found = [e for e in await _entries(gateway) if e.answer.entry_id == entry_id]
+    if not found:
+        raise NotFoundError(f"no cache entry {entry_id}")
+    entry, now = found[0], time.time()
+    answer = entry.answer
+    return json_response(
+        {
+            **_describe(entry),
+            "age_seconds": round(answer.age(now), 3),
+            "ttl_seconds": round(max(0.0, answer.expires_at - now), 3)
+            if answer.expires_at
+            else None,
+            "answer": dataclasses.asdict(answer),
+        }
+    )
+
+
 @router.delete("/cache/entries/{entry_id}")
 async def delete_entry(entry_id: str, gateway: Admin) -> Response:
     """One entry, from both layers."""
@@ -197,7 +223,10 @@ async def invalidate(spec: Invalidate, gateway: Admin) -> Response:
     if not fields:
         raise InvalidRequestError("give at least one condition (or use /admin/cache/flush)")
     now = time.time()
-    ids = {e.answer.entry_id for e in await _entries(gateway) if _matches(e.answer, spec, now)}
+    matching = {
+        e.answer.entry_id: e for e in await _entries(gateway) if _matches(e.answer, spec, now)
+    }
+    ids = set(matching)
     if spec.query:
         match = {k: v for k in ("tenant", "model", "namespace") if (v := getattr(spec, k))}
         floor = spec.min_similarity
@@ -208,7 +237,11 @@ async def invalidate(spec: Invalidate, gateway: Admin) -> Response:
     chosen = sorted(ids)
     count = len(chosen) if spec.dry_run else await _remove(gateway, chosen)
     audit(gateway, "cache.invalidate", count=count, dry_run=spec.dry_run, where=fields)
-    return json_response({"count": count, "ids": chosen, "dry_run": spec.dry_run})
+    result: dict[str, Any] = {"count": count, "ids": chosen, "dry_run": spec.dry_run}
+    if spec.dry_run:  # what would go, for a human to check (the newest first)
+        rows = sorted((matching[i] for i in chosen), key=lambda e: -e.answer.created_at)
+        result["entries"] = [_describe(e) for e in rows[:DRY_RUN_ROWS]]
+    return json_response(result)
 
 
 class Flush(BaseModel):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.requests import Request
 from starlette.responses import Response
@@ -12,8 +14,9 @@ from app.gateway import gateway_of
 
 
 async def healthz(request: Request) -> Response:
-    """The process is alive and its event loop answers."""
-    return json_response({"status": "ok"})
+    """The process is alive and its event loop answers; ``worker`` is its pid (which of
+    ``--workers N`` answered)."""
+    return json_response({"status": "ok", "worker": os.getpid()})
 
 
 async def readyz(request: Request) -> Response:

@@ -88,7 +88,7 @@ async def _generate(request: Request, endpoint: Endpoint) -> Response:
     caller = gateway.keys.authenticate(headers.get("authorization"))
     tenant = caller.tenant
     if tenant.rate_limit_rpm is not None:
-        gateway.limiter.take(caller.key_id, tenant.rate_limit_rpm)
+        await gateway.limiter.take(caller.key_id, tenant.rate_limit_rpm)
     raw = await read_body(request, headers, settings.max_body_bytes)
     policy = parse_policy(
         headers,
@@ -105,6 +105,12 @@ async def _generate(request: Request, endpoint: Endpoint) -> Response:
         cache=tenant.cache is not False,
         tenant_threshold=tenant.threshold,
         request_id=request_id(headers.get("x-request-id")),
+        corpus=headers.get("x-deja-corpus") or tenant.corpus,
+        model_corpus=settings.rag_model_corpus,
+        default_corpus=settings.rag_default_corpus,
+        context_id=headers.get("x-deja-context-id"),
+        rag_on_failure=tenant.rag_on_failure or settings.rag_on_failure,
+        corpus_filter=headers.get("x-deja-corpus-filter"),
     )
     await ensure_model(gateway, req.model)
     return await gateway.pipeline.handle(req, _disconnect_waiter(request.receive))

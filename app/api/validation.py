@@ -6,6 +6,7 @@ replica, whose own 400 is passed through.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -13,9 +14,11 @@ import orjson
 
 from deja.cache.keys import Endpoint
 from deja.errors import InvalidRequestError
-from deja.request import CachePolicy, GatewayRequest
+from deja.request import CachePolicy, GatewayRequest, RagOnFailure
 
 _NUMBER = (int, float)
+#: A corpus name: what ``deja corpus ingest --corpus`` accepts.
+CORPUS_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _CHAT_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
 
 # field -> (accepted python types, human description); None is always accepted.
@@ -130,8 +133,16 @@ def validate(
     cache: bool = True,
     tenant_threshold: float | None = None,
     request_id: str = "",
+    corpus: str | None = None,
+    model_corpus: Mapping[str, str] | None = None,
+    default_corpus: str | None = None,
+    context_id: str | None = None,
+    rag_on_failure: RagOnFailure = "error",
+    corpus_filter: str | None = None,
 ) -> GatewayRequest:
-    """Parse and check one request body into a :class:`GatewayRequest`."""
+    """Parse and check one request body into a :class:`GatewayRequest`. ``corpus`` is the
+    header's or the tenant's corpus; ``model_corpus`` the per-model defaults after it, then
+    ``default_corpus``."""
     body = parse_json(raw)
     model = body.get("model")
     if not isinstance(model, str) or not model:
@@ -156,6 +167,9 @@ def validate(
         wants_logprobs = body.get("logprobs") is not None or bool(body.get("echo"))
     stream = bool(body.get("stream"))
     options = body.get("stream_options") or {}
+    if corpus is None:
+        corpus = (model_corpus or {}).get(model, default_corpus)
+    corpus = _check_corpus(corpus, endpoint)
     return GatewayRequest(
         endpoint=endpoint,
         body=body,
@@ -171,6 +185,10 @@ def validate(
         cache=cache,
         tenant_threshold=tenant_threshold,
         request_id=request_id,
+        corpus=corpus,
+        context_id=_check_context_id(context_id),
+        rag_on_failure=rag_on_failure,
+        corpus_filter=_parse_corpus_filter(corpus_filter, corpus),
     )
 
 
@@ -192,3 +210,54 @@ def _check_prefix_header(value: str | None) -> str | None:
             "X-Prefix-Hash must be 1-128 printable characters.", param="X-Prefix-Hash"
         )
     return value
+
+
+def _check_corpus(value: str | None, endpoint: Endpoint) -> str | None:
+    if value is None:
+        return None
+    value = value.strip()
+    if not CORPUS_NAME.fullmatch(value):
+        raise InvalidRequestError(
+            "X-Deja-Corpus must be a corpus name: 1-64 letters, digits, '.', '_' or '-'.",
+            param="X-Deja-Corpus",
+        )
+    if endpoint != "chat":
+        raise InvalidRequestError(
+            "Retrieval (X-Deja-Corpus) applies to /v1/chat/completions only.",
+            param="X-Deja-Corpus",
+        )
+    return value
+
+
+def _check_context_id(value: str | None) -> str | None:
+    if value is None:
+        return None
+    value = value.strip()
+    if not value or len(value) > 256 or not value.isprintable():
+        raise InvalidRequestError(
+            "X-Deja-Context-Id must be 1-256 printable characters.", param="X-Deja-Context-Id"
+        )
+    return value
+
+
+_FILTER_PAIR = re.compile(r"([A-Za-z0-9_.-]{1,64})=([^,=]{1,256})")
+
+
+def _parse_corpus_filter(value: str | None, corpus: str | None) -> tuple[tuple[str, str], ...]:
+    """``key=value, key2=value2`` → sorted pairs (sorted: one scope however they are written)."""
+    if value is None:
+        return ()
+    where = "X-Deja-Corpus-Filter"
+    if corpus is None:
+        raise InvalidRequestError(f"{where} needs a corpus (X-Deja-Corpus).", param=where)
+    pairs: dict[str, str] = {}
+    for part in value.split(","):
+        match = _FILTER_PAIR.fullmatch(part.strip())
+        if match is None or not match.group(2).strip().isprintable():
+            raise InvalidRequestError(
+                f"{where} must be key=value pairs separated by commas (at most 8).", param=where
+            )
+        pairs[match.group(1)] = match.group(2).strip()
+    if len(pairs) > 8:
+        raise InvalidRequestError(f"{where} takes at most 8 key=value pairs.", param=where)
+    return tuple(sorted(pairs.items()))

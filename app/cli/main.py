@@ -58,6 +58,13 @@ def main() -> None:
     help="Log level (env: DEJA_LOG_LEVEL, default info).",
 )
 @click.option(
+    "--workers",
+    type=click.IntRange(1, 64),
+    default=None,
+    help="Worker processes on one socket (env: DEJA_WORKERS, default 1). Above 1 needs "
+    "shared stores: DEJA_REDIS_URL, and DEJA_QDRANT_URL when the semantic layer is on.",
+)
+@click.option(
     "--print-config", is_flag=True, help="Print the effective config (secrets masked) and exit."
 )
 def serve(
@@ -66,11 +73,18 @@ def serve(
     port: int | None,
     demo: bool | None,
     log_level: str | None,
+    workers: int | None,
     print_config: bool,
 ) -> None:
-    """Run the gateway (one worker process, uvicorn on uvloop + httptools)."""
+    """Run the gateway (uvicorn on uvloop + httptools; --workers N processes)."""
     try:
-        overrides = {"host": host, "port": port, "demo": demo, "log_level": log_level}
+        overrides = {
+            "host": host,
+            "port": port,
+            "demo": demo,
+            "log_level": log_level,
+            "workers": workers,
+        }
         settings = load_settings(config_file, **overrides)
     except ConfigError as exc:
         raise click.ClickException(str(exc)) from exc
@@ -78,18 +92,19 @@ def serve(
         click.echo(orjson.dumps(settings.masked(), option=orjson.OPT_INDENT_2).decode())
         return
     _configure_logging(settings.log_level)
-    from app.server import preflight, run_server
+    from app.server import preflight, run_workers
 
     try:
         sock = preflight(settings)
-    except (DataDirInUseError, VerifierError, OSError) as exc:
+    except (DataDirInUseError, VerifierError, OSError, ConfigError) as exc:
         raise click.ClickException(str(exc)) from None
-    run_server(settings, sock, reload=lambda: load_settings(config_file, **overrides))
+    run_workers(settings, sock, reload=lambda: load_settings(config_file, **overrides))
 
 
 def _register_subcommands() -> None:
     from app.cli.cache import cache_group
     from app.cli.calibrate import calibrate_command
+    from app.cli.corpus import corpus_group
     from app.cli.doctor import doctor_command
     from app.cli.keys import keys_group
     from app.cli.kv_budget import kv_budget_command
@@ -103,6 +118,7 @@ def _register_subcommands() -> None:
     main.add_command(cache_group)
     main.add_command(threshold_group)
     main.add_command(keys_group)
+    main.add_command(corpus_group)
     main.add_command(tune_command)
     main.add_command(kv_budget_command)
     main.add_command(vllm_args_command)

@@ -107,13 +107,19 @@ class Api:
         method: str,
         path: str,
         *,
-        params: Mapping[str, str | int] | None = None,
+        params: Mapping[str, str | int | Sequence[str]] | None = None,
         body: Mapping[str, Any] | None = None,
+        content: bytes | None = None,
+        content_type: str | None = None,
     ) -> Any:
-        """Send one request; the decoded JSON body on 2xx, else an :class:`AdminError`."""
+        """Send one request (a JSON ``body``, or raw ``content`` of ``content_type``); the
+        decoded JSON body on 2xx, else an :class:`AdminError`."""
+        headers = {"Content-Type": content_type} if content_type else None
         try:
             with admin_client(self.url, self.key, self.timeout) as client:
-                response = client.request(method, path, params=params, json=body)
+                response = client.request(
+                    method, path, params=params, json=body, content=content, headers=headers
+                )
         except httpx.TimeoutException as exc:
             raise UnreachableError(
                 f"cannot reach the gateway at {self.url}: timed out after {self.timeout:g}s"

@@ -38,6 +38,9 @@ class CachedAnswer:
     namespace: str = ""
     question: str | None = None
     expires_at: float = 0.0
+    #: RAG provenance: the documents the answer was built from, as
+    #: ``{"corpus", "document", "version"}`` records; None for a plain answer.
+    sources: list[dict[str, Any]] | None = None
 
     def to_bytes(self) -> bytes:
         return orjson.dumps(asdict(self))

@@ -56,14 +56,16 @@ class SourceRef:
 
 @dataclass(frozen=True, slots=True)
 class DocumentChange:
-    """A document whose content changed (``new_version`` set) or that was removed
-    (``new_version`` None). Answers built from ``old_version`` are now stale."""
+    """A document that was added (``old_version`` None), changed, or removed (``new_version``
+    None). Answers built from ``old_version`` are now stale; answers to questions near the new
+    content (``vectors``: its chunks' embeddings) may be too."""
 
     tenant: str
     corpus: str
     document: str
     old_version: int | None
     new_version: int | None
+    vectors: list[list[float]] = field(default_factory=list, compare=False, repr=False)
 
     def key(self) -> str:
         return f"{self.corpus}/{self.document}"
@@ -99,3 +101,14 @@ def sources_of(chunks: list[RetrievedChunk]) -> list[SourceRef]:
     """The distinct (document, version) pairs of ``chunks``, sorted."""
     refs = {SourceRef(r.chunk.corpus, r.chunk.document, r.chunk.version) for r in chunks}
     return sorted(refs, key=lambda s: (s.corpus, s.document, s.version))
+
+
+def newest_only(chunks: list[RetrievedChunk]) -> list[RetrievedChunk]:
+    """``chunks`` without those of a document's older version when a newer one is among them,
+    order kept. While a document is being replaced both versions are briefly stored (the new
+    chunks are written before the old ones are deleted); a reader never mixes the two."""
+    newest: dict[tuple[str, str], int] = {}
+    for r in chunks:
+        key = (r.chunk.corpus, r.chunk.document)
+        newest[key] = max(newest.get(key, 0), r.chunk.version)
+    return [r for r in chunks if r.chunk.version == newest[(r.chunk.corpus, r.chunk.document)]]

@@ -100,6 +100,8 @@ class Metrics:
         self._define_latencies(self.registry)
         self._define_counts(self.registry)
         self._define_quality(self.registry)
+        self._define_rag(self.registry)
+        self._define_flights(self.registry)
         self._pool: ReplicaPool | None = None
         self.registry.register(_ReplicaCollector(lambda: self._pool))
         self._children: dict[tuple[Any, ...], Any] = {}
@@ -238,6 +240,47 @@ class Metrics:
         )
         self.admin_actions = Counter(
             "deja_admin_actions", "Admin API actions", ["action"], registry=r
+        )
+        self.corpus_chunks = Counter(
+            "deja_corpus_chunks_ingested",
+            "Chunks embedded and stored, by corpus",
+            ["corpus"],
+            registry=r,
+        )
+        self.corpus_documents = Counter(
+            "deja_corpus_documents",
+            "Documents by corpus and action (added, updated, unchanged, failed, removed)",
+            ["corpus", "action"],
+            registry=r,
+        )
+        self.corpus_invalidated = Counter(
+            "deja_corpus_invalidated",
+            "Cached answers invalidated because a document they were built from changed",
+            ["corpus"],
+            registry=r,
+        )
+
+    def _define_flights(self, r: CollectorRegistry) -> None:
+        self.coalesced = Counter(
+            "deja_coalesced",
+            "Requests answered by an identical request's upstream call already under way "
+            "(where: local = this process, remote = another process through Redis)",
+            ["where"],
+            registry=r,
+        )
+
+    def _define_rag(self, r: CollectorRegistry) -> None:
+        self.retrievals = Counter(
+            "deja_retrievals",
+            "RAG retrievals by outcome (ok, failed_answered, failed_refused)",
+            ["outcome"],
+            registry=r,
+        )
+        self.retrieval_seconds = Histogram(
+            "deja_retrieval_seconds",
+            "Time to retrieve a RAG request's chunks (embedding included when needed)",
+            buckets=LATENCY_BUCKETS,
+            registry=r,
         )
 
     def watch_pool(self, pool: ReplicaPool) -> None:

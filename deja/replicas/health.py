@@ -2,7 +2,8 @@
 
 The scrape reads vLLM's load gauges; both the current and the deprecated KV-cache name are
 accepted (``vllm:kv_cache_usage_perc``, ``vllm:gpu_cache_usage_perc``). Series of one metric
-(one per model or engine) are summed.
+(one per model or engine) are summed. The prefix-cache counters (``vllm:prefix_cache_queries``
+and ``vllm:prefix_cache_hits``, in tokens) are kept for the console's hit rate.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ _GAUGES = {
     "vllm:num_requests_waiting": "waiting",
     "vllm:kv_cache_usage_perc": "kv_cache_usage",
     "vllm:gpu_cache_usage_perc": "kv_cache_usage",
+    "vllm:prefix_cache_queries_total": "prefix_cache_queries",
+    "vllm:prefix_cache_hits_total": "prefix_cache_hits",
 }
 #: Time per output token, current and older vLLM names (histogram sum and count).
 _TPOT = {
@@ -36,7 +39,7 @@ _TPOT = {
 
 def parse_vllm_metrics(text: str, scraped_at: float) -> ReplicaMetrics:
     """The load gauges from a Prometheus text exposition."""
-    sums = {"running": 0.0, "waiting": 0.0, "kv_cache_usage": 0.0}
+    sums = dict.fromkeys(set(_GAUGES.values()), 0.0)
     tpot = {"sum": 0.0, "count": 0.0}
     for line in text.splitlines():
         if not line.startswith("vllm:"):
@@ -62,6 +65,8 @@ def parse_vllm_metrics(text: str, scraped_at: float) -> ReplicaMetrics:
         kv_cache_usage=sums["kv_cache_usage"],
         seconds_per_token=per_token,
         scraped_at=scraped_at,
+        prefix_cache_queries=sums["prefix_cache_queries"],
+        prefix_cache_hits=sums["prefix_cache_hits"],
     )
 
 

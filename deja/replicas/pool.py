@@ -82,6 +82,9 @@ class ReplicaMetrics:
     #: This gateway's in-flight count when the scrape arrived: the part of running + waiting
     #: that was its own.
     own_at_scrape: int = 0
+    #: The replica's prefix-cache counters since it started, in tokens.
+    prefix_cache_queries: float = 0.0
+    prefix_cache_hits: float = 0.0
 
 
 @dataclass(slots=True, eq=False)

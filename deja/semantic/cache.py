@@ -14,7 +14,7 @@ from deja.embedding.base import Embedder
 from deja.errors import EmbedderError, VectorStoreError, VerifierError
 from deja.observability.tracing import Tracing
 from deja.semantic.scope import SemanticQuery
-from deja.vectorstore.base import ScoredPoint, VectorPoint, VectorStore
+from deja.vectorstore.base import SOURCES_FIELD, ScoredPoint, VectorPoint, VectorStore
 
 log = logging.getLogger("deja.semantic")
 
@@ -62,8 +62,10 @@ class SemanticCache:
         vector: list[float] | None,
         created_at: float,
         ttl: int,
+        sources: list[str] | None = None,
     ) -> None:
-        """Index a stored answer's question (embedding it first if the lookup did not)."""
+        """Index a stored answer's question (embedding it first if the lookup did not), with
+        the ``corpus/document`` keys of a RAG answer's sources."""
         if vector is None:
             vector = await self.embedder.embed(query.text)
         point = VectorPoint(
@@ -75,6 +77,8 @@ class SemanticCache:
             expires_at=created_at + ttl,
             extra={"embedder": self.embedder.model_id, "dim": self.embedder.dim},
         )
+        if sources:
+            point.extra[SOURCES_FIELD] = sources
         await self.store.upsert([point])
 
     async def sweep(self) -> int:

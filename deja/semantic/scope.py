@@ -5,6 +5,10 @@ What is embedded is the text of the last user message. The scope is exact: tenan
 model, a hash of the output-affecting parameters, and a hash of the conversation context before
 that message (``conversation``: system prompt plus earlier turns; ``system``: the system prompt
 only). So "and the second one?" can only hit inside an identical conversation.
+
+RAG requests (a corpus named) add the corpus to that context hash; the retrieved chunks are never
+part of the scope, because the cache sits ahead of the retriever. ``X-Deja-Context-Id`` replaces
+the context hash: an application that retrieves on its own says which contexts are equivalent.
 """
 
 from __future__ import annotations
@@ -78,6 +82,27 @@ def question_text(req: GatewayRequest) -> str:
     return prompt.strip() if isinstance(prompt, str) else ""
 
 
+def context_hash(
+    earlier: list[dict[str, Any]],
+    beyond: dict[str, Any],
+    *,
+    corpus: str | None = None,
+    context_id: str | None = None,
+) -> str:
+    """The scope's context part. A plain text question keeps the context-only hash, so entries
+    stored before non-text parts counted still match; anything beyond the text, a corpus or a
+    context id makes its own scope."""
+    context: Any = earlier if context_id is None else {"context_id": context_id}
+    if corpus is None and context_id is None and not beyond:
+        return _digest(context)
+    marked: dict[str, Any] = {"context": context}
+    if beyond:
+        marked["last"] = beyond
+    if corpus is not None:
+        marked["corpus"] = corpus
+    return _digest(marked)
+
+
 @dataclass(frozen=True, slots=True)
 class SemanticQuery:
     """What the semantic layer looks up for one chat request."""
@@ -100,9 +125,7 @@ def semantic_query(
     if rule == "system":
         earlier = [m for m in earlier if m.get("role") in _SYSTEM_ROLES]
     beyond = beyond_text(messages[-1])
-    # A plain text question keeps the context-only hash, so entries stored before non-text
-    # parts counted still match; anything beyond the text makes its own scope.
-    context = _digest(earlier) if not beyond else _digest({"context": earlier, "last": beyond})
+    context = context_hash(earlier, beyond, corpus=req.corpus_scope, context_id=req.context_id)
     scope = Scope(
         tenant=req.tenant,
         namespace=namespace,

@@ -20,16 +20,14 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import math
 import re
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 
-from deja.errors import AuthenticationError, ConfigError, RateLimitError
+from deja.errors import AuthenticationError, ConfigError
 
 DEFAULT_TENANT = "default"
 
@@ -47,35 +45,10 @@ class Tenant:
     ttl_seconds: int | None = None
     threshold: float | None = None
     rate_limit_rpm: int | None = None
-
-
-@dataclass(slots=True)
-class _Bucket:
-    tokens: float
-    updated: float
-
-
-@dataclass
-class RateLimiter:
-    """A token bucket per key: ``rpm`` tokens of capacity, refilled at ``rpm / 60`` per second."""
-
-    buckets: dict[str, _Bucket] = field(default_factory=dict)
-
-    def take(self, key_id: str, rpm: int, now: float | None = None) -> None:
-        now = time.monotonic() if now is None else now
-        bucket = self.buckets.get(key_id)
-        if bucket is None:
-            bucket = self.buckets[key_id] = _Bucket(tokens=float(rpm), updated=now)
-        rate = rpm / 60.0
-        bucket.tokens = min(float(rpm), bucket.tokens + (now - bucket.updated) * rate)
-        bucket.updated = now
-        if bucket.tokens < 1.0:
-            wait = math.ceil((1.0 - bucket.tokens) / rate)
-            raise RateLimitError(
-                f"Rate limit of {rpm} requests per minute reached for this key; retry in {wait} s.",
-                retry_after=wait,
-            )
-        bucket.tokens -= 1.0
+    #: The corpus this tenant's requests retrieve from when they name none.
+    corpus: str | None = None
+    #: When retrieval fails: "answer" without context or "error" (None: the gateway's setting).
+    rag_on_failure: Literal["answer", "error"] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,8 +158,18 @@ def load_keys(path: Path | None) -> KeyRing:
                 rate_limit_rpm=(
                     None if spec.get("rate_limit_rpm") is None else int(spec["rate_limit_rpm"])
                 ),
+                corpus=None if spec.get("corpus") is None else str(spec["corpus"]),
+                rag_on_failure=_rag_on_failure(spec.get("rag_on_failure")),
             )
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"tenant {name!r} in {path}: {exc}") from exc
         tenants[str(name)] = (tenant, hashes)
     return KeyRing(tenants)
+
+
+def _rag_on_failure(value: Any) -> Literal["answer", "error"] | None:
+    if value is None:
+        return None
+    if value == "answer" or value == "error":
+        return value  # type: ignore[no-any-return]
+    raise ValueError(f"rag_on_failure must be 'answer' or 'error', got {value!r}")

@@ -17,6 +17,8 @@ from typing import Any, Protocol
 SCOPE_FIELDS: tuple[str, ...] = ("tenant", "namespace", "model", "params_hash", "context_hash")
 
 
+#: Keyword payload index on the provenance of RAG answers: ``corpus/document`` of each source.
+SOURCES_FIELD = "sources"
 #: Float payload indexes next to the keyword ones on ``SCOPE_FIELDS``.
 FLOAT_PAYLOAD_FIELDS: tuple[str, ...] = ("expires_at", "created_at")
 #: Payload key of the compound scope keyword (stored with each point, stripped from results).
@@ -130,6 +132,11 @@ class VectorStore(Protocol):
 
     async def delete_expired(self, now: float) -> int:
         """Remove every point with ``expires_at <= now``; returns how many were removed."""
+
+    async def delete_sourced(self, tenant: str, sources: list[str]) -> list[str]:
+        """Remove the tenant's points whose ``sources`` payload names any of ``sources``
+        (``corpus/document`` keys); returns their entry ids so the exact layer can drop the
+        answers too (provenance invalidation)."""
 
     async def count(self) -> int:
         """How many points the collection holds (expired ones not yet swept included)."""

@@ -37,6 +37,7 @@ from deja.vectorstore.base import (
     FLOAT_PAYLOAD_FIELDS,
     SCOPE_FIELDS,
     SCOPE_KEY_FIELD,
+    SOURCES_FIELD,
     Scope,
     ScoredPoint,
     VectorPoint,
@@ -46,14 +47,17 @@ from deja.vectorstore.base import (
 )
 
 _T = TypeVar("_T")
+#: Payload field → the index it gets.
+IndexSchemas = dict[str, qe.PayloadSchemaType | qe.KeywordIndexParams | qe.IntegerIndexParams]
 
 
-def _index_schemas() -> dict[str, qe.PayloadSchemaType | qe.KeywordIndexParams]:
-    schemas: dict[str, qe.PayloadSchemaType | qe.KeywordIndexParams] = {
+def _index_schemas() -> IndexSchemas:
+    schemas: IndexSchemas = {
         name: qe.PayloadSchemaType.Keyword for name in (SCOPE_KEY_FIELD, *SCOPE_FIELDS)
     }
     # The tenant is the coarsest partition of the data: let the optimizer co-locate by it.
     schemas["tenant"] = qe.KeywordIndexParams(is_tenant=True)
+    schemas[SOURCES_FIELD] = qe.PayloadSchemaType.Keyword
     for name in FLOAT_PAYLOAD_FIELDS:
         schemas[name] = qe.PayloadSchemaType.Float
     return schemas
@@ -74,6 +78,124 @@ def search_filter(scope: Scope, now: float, created_after: float | None) -> qe.F
 def expired_filter(now: float) -> qe.Filter:
     """Points whose lifetime ended: ``expires_at <= now``."""
     return qe.Filter(must=[qe.FieldCondition(key="expires_at", range=qe.RangeFloat(lte=now))])
+
+
+class EdgeShardHost:
+    """One Qdrant Edge shard on local disk and the single thread that touches it.
+
+    The plumbing every Edge-backed store shares (the cache's vectors, the corpora's chunks):
+    create or load the shard with its payload indexes, run each call on the host's own worker
+    thread (calls are serialised and the event loop never waits on the engine), map any engine
+    failure to ``VectorStoreError``, flush and close.
+
+    Args:
+        path: the shard's folder (created when missing).
+        dim: the vector dimension; loading a shard created with another dimension fails.
+        indexes: payload field → index schema, created when missing.
+        search_threads: the engine's per-segment search pool (``None``: one per CPU).
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        dim: int,
+        indexes: IndexSchemas,
+        search_threads: int | None = 1,
+    ) -> None:
+        if dim <= 0:
+            raise ValueError(f"dim must be positive, got {dim}")
+        self.path = path
+        self.dim = dim
+        self._indexes = indexes
+        self._search_threads = search_threads
+        self._executor: ThreadPoolExecutor | None = None
+        self._shard: qe.EdgeShard | None = None  # touched only on the executor thread
+        self._open_lock = asyncio.Lock()
+
+    @property
+    def label(self) -> str:
+        """The collection's name (the shard folder's)."""
+        return self.path.name
+
+    def _config(self) -> qe.EdgeConfig:
+        return qe.EdgeConfig(
+            vectors=qe.EdgeVectorParams(size=self.dim, distance=qe.Distance.Cosine),
+            max_search_threads=self._search_threads,
+        )
+
+    def _on_shard(self, fn: Callable[[qe.EdgeShard], _T]) -> _T:
+        """Run ``fn`` on the open shard (executor thread)."""
+        shard = self._shard
+        if shard is None:
+            raise VectorStoreError(f"qdrant-edge collection {self.label!r} is closed")
+        return fn(shard)
+
+    async def run(self, op: str, fn: Callable[[qe.EdgeShard], _T]) -> _T:
+        """Hop to the host's thread, run ``fn`` on the shard, map any failure."""
+        executor = self._executor
+        if executor is None:
+            raise VectorStoreError(f"qdrant-edge collection {self.label!r} is not open")
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(executor, self._on_shard, fn)
+        except VectorStoreError:
+            raise
+        except Exception as exc:
+            raise VectorStoreError(f"qdrant-edge {op} on {self.label!r} failed: {exc}") from exc
+
+    def _open_sync(self) -> None:
+        self.path.mkdir(parents=True, exist_ok=True)
+        if (self.path / "edge_config.json").exists():
+            shard = qe.EdgeShard.load(str(self.path), self._config())
+        else:
+            shard = qe.EdgeShard.create(str(self.path), self._config())
+        try:
+            existing = shard.info().payload_schema
+            for name, schema in self._indexes.items():
+                if name not in existing:
+                    shard.update(qe.UpdateOperation.create_field_index(name, schema))
+        except BaseException:
+            shard.close()
+            raise
+        self._shard = shard
+
+    def _close_sync(self) -> None:
+        shard, self._shard = self._shard, None
+        if shard is not None:
+            try:
+                shard.flush()
+            finally:
+                shard.close()
+
+    async def open(self) -> None:
+        """Create the shard and its payload indexes when missing, else load it (idempotent)."""
+        async with self._open_lock:
+            if self._executor is not None:
+                return
+            executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="qdrant-edge")
+            loop = asyncio.get_running_loop()
+            try:
+                await loop.run_in_executor(executor, self._open_sync)
+            except Exception as exc:
+                executor.shutdown(wait=False)
+                raise VectorStoreError(
+                    f"cannot open qdrant-edge shard at {self.path}: {exc}"
+                ) from exc
+            self._executor = executor
+
+    async def close(self) -> None:
+        """Flush the segments to disk and release the shard and its thread (idempotent)."""
+        executor, self._executor = self._executor, None
+        if executor is None:
+            return
+        loop = asyncio.get_running_loop()
+        try:
+            await loop.run_in_executor(executor, self._close_sync)
+        except Exception as exc:
+            raise VectorStoreError(f"qdrant-edge close of {self.label!r} failed: {exc}") from exc
+        finally:
+            executor.shutdown(wait=False)
 
 
 class EdgeVectorStore:
@@ -98,85 +220,20 @@ class EdgeVectorStore:
         dim: int,
         search_threads: int | None = 1,
     ) -> None:
-        if dim <= 0:
-            raise ValueError(f"dim must be positive, got {dim}")
         self.collection = collection
         self.dim = dim
         self.path = Path(data_dir) / "qdrant-edge" / collection
-        self._search_threads = search_threads
-        self._executor: ThreadPoolExecutor | None = None
-        self._shard: qe.EdgeShard | None = None  # touched only on the executor thread
-        self._open_lock = asyncio.Lock()
-
-    # --- plumbing -------------------------------------------------------------------------------
-    def _config(self) -> qe.EdgeConfig:
-        return qe.EdgeConfig(
-            vectors=qe.EdgeVectorParams(size=self.dim, distance=qe.Distance.Cosine),
-            max_search_threads=self._search_threads,
+        self._host = EdgeShardHost(
+            self.path, dim=dim, indexes=_index_schemas(), search_threads=search_threads
         )
 
-    def _on_shard(self, fn: Callable[[qe.EdgeShard], _T]) -> _T:
-        """Run ``fn`` on the open shard (executor thread)."""
-        shard = self._shard
-        if shard is None:
-            raise VectorStoreError(f"qdrant-edge collection {self.collection!r} is closed")
-        return fn(shard)
-
     async def _run(self, op: str, fn: Callable[[qe.EdgeShard], _T]) -> _T:
-        """Hop to the store's thread, run ``fn`` on the shard, map any failure."""
-        executor = self._executor
-        if executor is None:
-            raise VectorStoreError(f"qdrant-edge collection {self.collection!r} is not open")
-        loop = asyncio.get_running_loop()
-        try:
-            return await loop.run_in_executor(executor, self._on_shard, fn)
-        except VectorStoreError:
-            raise
-        except Exception as exc:
-            raise VectorStoreError(
-                f"qdrant-edge {op} on {self.collection!r} failed: {exc}"
-            ) from exc
-
-    def _open_sync(self) -> None:
-        self.path.mkdir(parents=True, exist_ok=True)
-        if (self.path / "edge_config.json").exists():
-            shard = qe.EdgeShard.load(str(self.path), self._config())
-        else:
-            shard = qe.EdgeShard.create(str(self.path), self._config())
-        try:
-            existing = shard.info().payload_schema
-            for name, schema in _index_schemas().items():
-                if name not in existing:
-                    shard.update(qe.UpdateOperation.create_field_index(name, schema))
-        except BaseException:
-            shard.close()
-            raise
-        self._shard = shard
-
-    def _close_sync(self) -> None:
-        shard, self._shard = self._shard, None
-        if shard is not None:
-            try:
-                shard.flush()
-            finally:
-                shard.close()
+        return await self._host.run(op, fn)
 
     # --- VectorStore ----------------------------------------------------------------------------
     async def open(self) -> None:
         """Create the shard and its payload indexes when missing, else load it (idempotent)."""
-        async with self._open_lock:
-            if self._executor is not None:
-                return
-            executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="qdrant-edge")
-            loop = asyncio.get_running_loop()
-            try:
-                await loop.run_in_executor(executor, self._open_sync)
-            except Exception as exc:
-                executor.shutdown(wait=False)
-                raise VectorStoreError(
-                    f"cannot open qdrant-edge shard at {self.path}: {exc}"
-                ) from exc
-            self._executor = executor
+        await self._host.open()
 
     async def upsert(self, points: list[VectorPoint]) -> None:
         """Insert or replace points (by entry id), as one update."""
@@ -253,6 +310,38 @@ class EdgeVectorStore:
 
         return await self._run("delete_expired", sweep)
 
+    async def delete_sourced(self, tenant: str, sources: list[str]) -> list[str]:
+        """Remove the tenant's points built from any of ``sources``; returns their entry ids
+        (found and deleted back to back on the store's single writer thread)."""
+        if not sources:
+            return []
+        flt = qe.Filter(
+            must=[
+                qe.FieldCondition(key="tenant", match=qe.MatchValue(tenant)),
+                qe.FieldCondition(key=SOURCES_FIELD, match=qe.MatchAny(sources)),
+            ]
+        )
+
+        def remove(shard: qe.EdgeShard) -> list[str]:
+            found: list[str] = []
+            offset: qe.PointId | None = None
+            while True:
+                page, offset = shard.scroll(
+                    qe.ScrollRequest(offset=offset, limit=1000, filter=flt, with_payload=True)
+                )
+                found += [
+                    str(p.payload["entry_id"])
+                    for p in page
+                    if p.payload is not None and "entry_id" in p.payload
+                ]
+                if offset is None:
+                    break
+            if found:
+                shard.update(qe.UpdateOperation.delete_points_by_filter(flt))
+            return found
+
+        return await self._run("delete_sourced", remove)
+
     async def count(self) -> int:
         """How many points the shard holds (expired ones not yet swept included)."""
         return await self._run("count", lambda shard: shard.count(qe.CountRequest(exact=True)))
@@ -269,18 +358,7 @@ class EdgeVectorStore:
 
     async def close(self) -> None:
         """Flush the segments to disk and release the shard and its thread (idempotent)."""
-        executor, self._executor = self._executor, None
-        if executor is None:
-            return
-        loop = asyncio.get_running_loop()
-        try:
-            await loop.run_in_executor(executor, self._close_sync)
-        except Exception as exc:
-            raise VectorStoreError(
-                f"qdrant-edge close of {self.collection!r} failed: {exc}"
-            ) from exc
-        finally:
-            executor.shutdown(wait=False)
+        await self._host.close()
 
 
 def _search(

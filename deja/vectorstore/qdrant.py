@@ -25,6 +25,7 @@ from deja.vectorstore.base import (
     FLOAT_PAYLOAD_FIELDS,
     SCOPE_FIELDS,
     SCOPE_KEY_FIELD,
+    SOURCES_FIELD,
     Scope,
     ScoredPoint,
     VectorPoint,
@@ -34,19 +35,61 @@ from deja.vectorstore.base import (
 )
 
 _T = TypeVar("_T")
+#: Payload field → the index it gets.
+IndexSchemas = dict[str, models.PayloadSchemaType | models.KeywordIndexParams]
 
 
-def _index_schemas() -> dict[str, models.PayloadSchemaType | models.KeywordIndexParams]:
-    schemas: dict[str, models.PayloadSchemaType | models.KeywordIndexParams] = {
+def _index_schemas() -> IndexSchemas:
+    schemas: IndexSchemas = {
         name: models.PayloadSchemaType.KEYWORD for name in (SCOPE_KEY_FIELD, *SCOPE_FIELDS)
     }
     # The tenant is the coarsest partition of the data: let the server co-locate by it.
     schemas["tenant"] = models.KeywordIndexParams(
         type=models.KeywordIndexType.KEYWORD, is_tenant=True
     )
+    schemas[SOURCES_FIELD] = models.PayloadSchemaType.KEYWORD
     for name in FLOAT_PAYLOAD_FIELDS:
         schemas[name] = models.PayloadSchemaType.FLOAT
     return schemas
+
+
+async def call_within(what: str, call: Coroutine[Any, Any, _T], seconds: float) -> _T:
+    """Await ``call`` within ``seconds``; a timeout or any client failure becomes
+    ``VectorStoreError`` naming ``what`` (e.g. ``qdrant search on 'deja_…'``)."""
+    try:
+        async with asyncio.timeout(seconds):
+            return await call
+    except TimeoutError as exc:
+        raise VectorStoreError(f"{what} timed out after {seconds:g}s") from exc
+    except Exception as exc:
+        raise VectorStoreError(f"{what} failed: {exc}") from exc
+
+
+async def ensure_collection(
+    client: AsyncQdrantClient, collection: str, dim: int, indexes: IndexSchemas
+) -> None:
+    """Create ``collection`` (cosine, ``dim``) and its payload indexes when missing; a
+    concurrent creation by another gateway is tolerated, another dimension is refused."""
+    if not await client.collection_exists(collection):
+        try:
+            await client.create_collection(
+                collection,
+                vectors_config=models.VectorParams(size=dim, distance=models.Distance.COSINE),
+            )
+        except Exception:
+            if not await client.collection_exists(collection):
+                raise  # not a lost race with another creator
+    info = await client.get_collection(collection)
+    params = info.config.params.vectors
+    if isinstance(params, models.VectorParams) and params.size != dim:
+        raise ValueError(f"collection has dimension {params.size}, expected {dim}")
+    existing = info.payload_schema or {}
+    with warnings.catch_warnings():
+        # Local mode warns that payload indexes have no effect there: expected.
+        warnings.simplefilter("ignore", UserWarning)
+        for name, schema in indexes.items():
+            if name not in existing:
+                await client.create_payload_index(collection, name, field_schema=schema)
 
 
 def search_filter(scope: Scope, now: float, created_after: float | None) -> models.Filter:
@@ -126,15 +169,7 @@ class QdrantServerVectorStore:
         if self._closed:
             call.close()
             raise VectorStoreError(f"qdrant collection {self.collection!r}: store is closed")
-        try:
-            async with asyncio.timeout(seconds):
-                return await call
-        except TimeoutError as exc:
-            raise VectorStoreError(
-                f"qdrant {op} on {self.collection!r} timed out after {seconds:g}s"
-            ) from exc
-        except Exception as exc:
-            raise VectorStoreError(f"qdrant {op} on {self.collection!r} failed: {exc}") from exc
+        return await call_within(f"qdrant {op} on {self.collection!r}", call, seconds)
 
     async def open(self) -> None:
         """Create the collection and its payload indexes when missing (idempotent; a concurrent
@@ -142,29 +177,7 @@ class QdrantServerVectorStore:
         await self._call("open", self._open(), self.maintenance_timeout)
 
     async def _open(self) -> None:
-        client = self._client
-        if not await client.collection_exists(self.collection):
-            try:
-                await client.create_collection(
-                    self.collection,
-                    vectors_config=models.VectorParams(
-                        size=self.dim, distance=models.Distance.COSINE
-                    ),
-                )
-            except Exception:
-                if not await client.collection_exists(self.collection):
-                    raise  # not a lost race with another creator
-        info = await client.get_collection(self.collection)
-        params = info.config.params.vectors
-        if isinstance(params, models.VectorParams) and params.size != self.dim:
-            raise ValueError(f"collection has dimension {params.size}, expected {self.dim}")
-        existing = info.payload_schema or {}
-        with warnings.catch_warnings():
-            # Local mode warns that payload indexes have no effect there: expected.
-            warnings.simplefilter("ignore", UserWarning)
-            for name, schema in _index_schemas().items():
-                if name not in existing:
-                    await client.create_payload_index(self.collection, name, field_schema=schema)
+        await ensure_collection(self._client, self.collection, self.dim, _index_schemas())
 
     async def upsert(self, points: list[VectorPoint]) -> None:
         """Insert or replace points (by entry id); returns once the server applied them."""
@@ -250,6 +263,38 @@ class QdrantServerVectorStore:
                 self.collection, points_selector=models.FilterSelector(filter=flt), wait=True
             )
         return counted.count
+
+    async def delete_sourced(self, tenant: str, sources: list[str]) -> list[str]:
+        """Remove the tenant's points built from any of ``sources``; returns their entry ids."""
+        if not sources:
+            return []
+        return await self._call(
+            "delete_sourced", self._delete_sourced(tenant, sources), self.maintenance_timeout
+        )
+
+    async def _delete_sourced(self, tenant: str, sources: list[str]) -> list[str]:
+        flt = models.Filter(
+            must=[
+                models.FieldCondition(key="tenant", match=models.MatchValue(value=tenant)),
+                models.FieldCondition(key=SOURCES_FIELD, match=models.MatchAny(any=sources)),
+            ]
+        )
+        found: list[str] = []
+        offset: models.ExtendedPointId | None = None
+        while True:
+            page, offset = await self._client.scroll(
+                self.collection, scroll_filter=flt, limit=1000, offset=offset, with_payload=True
+            )
+            found += [
+                str(p.payload["entry_id"]) for p in page if p.payload and "entry_id" in p.payload
+            ]
+            if offset is None:
+                break
+        if found:
+            await self._client.delete(
+                self.collection, points_selector=models.FilterSelector(filter=flt), wait=True
+            )
+        return found
 
     async def count(self) -> int:
         """How many points the collection holds (expired ones not yet swept included)."""

@@ -74,6 +74,12 @@ DEJA_METRICS: dict[str, Metric] = {
     "deja_store_errors": Metric("counter", {"layer": LAYER}),
     "deja_semantic_errors": Metric("counter", {"kind": {"timeout", "embedder", "store"}}),
     "deja_admin_actions": Metric("counter", {"action": None}),
+    "deja_corpus_chunks_ingested": Metric("counter", {"corpus": None}),
+    "deja_corpus_documents": Metric(
+        "counter",
+        {"corpus": None, "action": {"added", "updated", "unchanged", "failed", "removed"}},
+    ),
+    "deja_corpus_invalidated": Metric("counter", {"corpus": None}),
 }
 
 #: Labels Prometheus adds to every scraped series.

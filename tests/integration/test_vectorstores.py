@@ -355,3 +355,30 @@ async def test_scope_values_with_separators_do_not_collide(store: VectorStore) -
     assert [h.entry_id for h in await store.search(vec, right, now=NOW, limit=5)] == [
         second.entry_id
     ]
+
+
+async def test_delete_sourced_removes_only_the_tenants_points_built_from_those_documents(
+    store: VectorStore,
+) -> None:
+    other_tenant = Scope(tenant="t2", model="m1", params_hash="p1", context_hash="c1")
+
+    def point(scope: Scope, sources: list[str] | None) -> VectorPoint:
+        extra: dict[str, object] = {"sources": sources} if sources is not None else {}
+        return VectorPoint(entry(), unit(1, 0.1), scope, "q", NOW, NOW + 100, extra)
+
+    from_a = point(SCOPE, ["docs/a.md", "docs/b.md"])
+    from_b = point(SCOPE, ["docs/b.md"])
+    from_c = point(SCOPE, ["docs/c.md"])
+    plain = point(SCOPE, None)
+    elsewhere = point(other_tenant, ["docs/a.md"])
+    await store.upsert([from_a, from_b, from_c, plain, elsewhere])
+
+    removed = await store.delete_sourced("t1", ["docs/a.md"])
+    assert removed == [from_a.entry_id]
+    removed = await store.delete_sourced("t1", ["docs/b.md", "docs/zzz.md"])
+    assert removed == [from_b.entry_id]
+    assert await store.delete_sourced("t1", []) == []
+    left = await store.search(unit(1, 0.1), SCOPE, now=NOW, limit=10)
+    assert {p.entry_id for p in left} == {from_c.entry_id, plain.entry_id}
+    still = await store.search(unit(1, 0.1), other_tenant, now=NOW, limit=10)
+    assert [p.entry_id for p in still] == [elsewhere.entry_id]

@@ -15,6 +15,7 @@ import pytest
 from app.api.validation import validate
 from deja.cache.entry import CachedAnswer
 from deja.errors import VerifierError
+from deja.observability.lookups import RecentLookups
 from deja.observability.metrics import Metrics
 from deja.request import CachePolicy, Outcome
 from deja.semantic.cutoffs import parse_table
@@ -258,3 +259,34 @@ async def test_the_same_question_up_to_case_is_served_without_the_verifier() -> 
     got = await lookup(semantic)
     assert got.outcome is Outcome.SEMANTIC and got.verifier_score == 1.0
     assert verifier.calls == []
+
+
+async def test_lookups_feed_the_recent_ring_and_a_close_verified_miss_is_a_near_miss() -> None:
+    verifier = FakeVerifier(probs(0.55, 0.3, 0.2, 0.1))  # best 0.55, τ 0.60: 0.05 short
+    semantic, _ = step(POINTS, verifier)
+    semantic.recent = RecentLookups()
+    assert (await lookup(semantic)).outcome is Outcome.MISS
+    [near] = semantic.recent.near_misses()
+    assert (near.cut, near.cutoff, near.score) == ("tau", 0.60, pytest.approx(0.55))
+    assert near.question == "How do I configure the agent?"
+    assert near.cached_question == POINTS[0].payload["question"]
+    assert near.entry_id == "a" * 64 and near.similarity == 0.95
+    hit, _ = step(POINTS, FakeVerifier(probs(0.3, 0.9, 0.2, 0.1)))
+    hit.recent = RecentLookups()
+    await lookup(hit)
+    [sample] = hit.recent.samples
+    assert sample.served and sample.similarity == 0.90 and sample.score == pytest.approx(0.9)
+    assert hit.recent.near_misses() == []
+
+
+async def test_a_best_candidate_just_under_theta_is_a_near_miss_against_theta() -> None:
+    semantic, _ = step([point("f" * 64, 0.66, "How do I configure it?")], FakeVerifier({}))
+    semantic.recent = RecentLookups()
+    await lookup(semantic)
+    [near] = semantic.recent.near_misses()
+    assert (near.cut, near.cutoff, near.score, near.similarity) == ("theta", 0.7, None, 0.66)
+    empty, _ = step([], FakeVerifier({}))
+    empty.recent = RecentLookups()
+    await lookup(empty)
+    [nothing] = empty.recent.samples
+    assert nothing.similarity is None and not nothing.served

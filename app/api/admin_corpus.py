@@ -1,0 +1,133 @@
+"""Admin: corpora and their documents (issue 11). Same key and audit lines as the rest of
+``/admin``; every route names the tenant (``?tenant=``, default ``default``), and a corpus the
+tenant does not have is a 404 whether or not another tenant has one of that name.
+
+* ``GET    /admin/corpora?tenant=T`` — the tenant's corpora, with document and chunk counts
+* ``GET    /admin/corpora/{corpus}/documents?tenant=T`` — each document's newest version
+* ``PUT    /admin/corpora/{corpus}/documents/{document}?tenant=T[&meta=k=v…]`` — the raw file
+  as the body (its format from ``Content-Type`` or the id's extension, at most
+  ``corpus_max_file_bytes``): added, updated (old → new version) or unchanged; a file deja
+  cannot use is a 400 whose message is the reason
+* ``DELETE /admin/corpora/{corpus}/documents/{document}?tenant=T`` — the document's chunks,
+  and the cached answers built from it
+
+Document ids are paths relative to the ingest root (``docs/architecture.md``).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request
+from starlette.responses import Response
+
+from app.api.admin import Admin, audit
+from app.api.json import json_response
+from app.api.openai_routes import header_map, read_body
+from app.gateway import Gateway
+from deja.corpus.names import check_corpus_name, check_document_id, check_metadata
+from deja.corpus.reports import SourceFile
+from deja.corpus.service import Corpora
+from deja.errors import InvalidRequestError, NotFoundError
+from deja.tenancy.keyring import DEFAULT_TENANT
+
+router = APIRouter(prefix="/admin")
+
+Tenant = Annotated[
+    str, Query(min_length=1, max_length=128, description="The tenant that owns the corpus.")
+]
+Meta = Annotated[list[str] | None, Query(description="Metadata as key=value, repeatable.")]
+
+
+def _corpora(gateway: Gateway) -> Corpora:
+    if gateway.corpora is None:
+        raise InvalidRequestError("corpora are disabled on this gateway (corpora_enabled)")
+    return gateway.corpora
+
+
+def _known_tenant(gateway: Gateway, tenant: str) -> str:
+    """A tenant that can send requests: one of the keys file's, or ``default`` in open mode.
+    A corpus for any other name could never be retrieved from."""
+    keys = gateway.keys
+    known = {DEFAULT_TENANT} if keys.open else set(keys.tenants)
+    if tenant not in known:
+        raise InvalidRequestError(f"no tenant named {tenant!r} in the keys file", param="tenant")
+    return tenant
+
+
+def _metadata(pairs: list[str]) -> dict[str, str]:
+    metadata: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise InvalidRequestError(f"meta {pair!r} is not key=value", param="meta")
+        metadata[key] = value
+    return check_metadata(metadata, param="meta")
+
+
+@router.get("/corpora")
+async def list_corpora(gateway: Admin, tenant: Tenant = DEFAULT_TENANT) -> Response:
+    """The tenant's corpora: name, documents, chunks (newest versions)."""
+    corpora = _corpora(gateway)
+    totals: dict[str, list[int]] = {name: [0, 0] for name in corpora.corpora(tenant)}
+    for head in await corpora.documents(tenant):
+        counts = totals.setdefault(head.corpus, [0, 0])
+        counts[0] += 1
+        counts[1] += head.chunks
+    rows = [
+        {"name": name, "documents": docs, "chunks": chunks}
+        for name, (docs, chunks) in sorted(totals.items())
+        if docs
+    ]
+    return json_response({"tenant": tenant, "corpora": rows})
+
+
+@router.get("/corpora/{corpus}/documents")
+async def list_documents(corpus: str, gateway: Admin, tenant: Tenant = DEFAULT_TENANT) -> Response:
+    heads = await _corpora(gateway).documents(tenant, corpus)
+    return json_response(
+        {"tenant": tenant, "corpus": corpus, "documents": [h.as_json() for h in heads]}
+    )
+
+
+@router.put("/corpora/{corpus}/documents/{document:path}")
+async def put_document(
+    corpus: str,
+    document: str,
+    request: Request,
+    gateway: Admin,
+    tenant: Tenant = DEFAULT_TENANT,
+    meta: Meta = None,
+    dry_run: bool = False,
+) -> Response:
+    """Add or replace one document from the raw file in the body; ``dry_run=true`` writes
+    nothing and reports what would change and how many cached answers it would invalidate."""
+    corpora = _corpora(gateway)
+    _known_tenant(gateway, tenant)
+    check_corpus_name(corpus)
+    check_document_id(document)
+    metadata = _metadata(meta or [])
+    headers = header_map(request)
+    data = await read_body(request, headers, gateway.settings.corpus_max_file_bytes)
+    file = SourceFile(document, data, headers.get("content-type"), metadata)
+    report = await corpora.ingest(tenant, corpus, [file], dry_run=dry_run)
+    line = report.files[0]
+    details = line.as_json()
+    if not dry_run:
+        audit(gateway, f"corpus.{line.status}", tenant=tenant, corpus=corpus, **details)
+    if line.status == "failed":
+        raise InvalidRequestError(f"{document}: {line.reason}", param="body")
+    return json_response({"tenant": tenant, "corpus": corpus, **details})
+
+
+@router.delete("/corpora/{corpus}/documents/{document:path}")
+async def delete_document(
+    corpus: str, document: str, gateway: Admin, tenant: Tenant = DEFAULT_TENANT
+) -> Response:
+    """Remove a document (every version) and the cached answers built from it."""
+    removal = await _corpora(gateway).remove(tenant, corpus, document)
+    if removal is None:
+        raise NotFoundError(f"no document {document!r} in corpus {corpus!r}", param="document")
+    details = removal.as_json()
+    audit(gateway, "corpus.remove", **details)
+    return json_response(details)

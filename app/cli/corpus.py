@@ -1,0 +1,268 @@
+"""``deja corpus``: ingest, list and remove the documents of a *running* gateway's corpora
+through its admin API (``/admin/corpora/…``), one HTTP request per file.
+
+Exit codes as for the other admin commands (:mod:`app.cli.support`): 0 ok, 1 the gateway
+answered with an error or, for ``ingest``, at least one file failed (each is named with its
+reason), 2 usage error, 3 gateway unreachable, 4 admin key rejected.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import click
+
+from app.cli.support import (
+    CONTEXT,
+    EXIT_API_ERROR,
+    AdminError,
+    Api,
+    AuthError,
+    RefusedError,
+    UnreachableError,
+    api_options,
+    bad_shape,
+    table,
+    truncate,
+)
+from deja.corpus.files import collect, content_type_for
+from deja.corpus.names import CORPUS_NAME
+from deja.corpus.parsing.base import EXTENSIONS
+
+__all__ = ["corpus_group"]
+
+#: Ingesting embeds on the gateway's CPU: a large PDF takes a while.
+INGEST_TIMEOUT = 300.0
+#: Files above which a progress bar is shown.
+PROGRESS_MIN_FILES = 2
+
+
+def _check_corpus(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    if value is not None and not CORPUS_NAME.fullmatch(value):
+        raise click.BadParameter("1-64 letters, digits, '.', '_' or '-'")
+    return value
+
+
+_CORPUS = click.option(
+    "--corpus", required=True, callback=_check_corpus, help="The corpus name, e.g. deja-docs."
+)
+_TENANT = click.option(
+    "--tenant", default="default", show_default=True, help="The tenant that owns the corpus."
+)
+
+
+def _document_path(corpus: str, document: str) -> str:
+    return f"/admin/corpora/{quote(corpus)}/documents/{quote(document, safe='/')}"
+
+
+@click.group("corpus", context_settings=CONTEXT)
+def corpus_group() -> None:
+    """Manage the document corpora that RAG requests retrieve from.
+
+    Every command talks to a running gateway's admin API: set DEJA_ADMIN_URL and
+    DEJA_ADMIN_KEY (or pass --url/--key). A corpus belongs to one tenant; documents are
+    identified by their path relative to the ingest root (docs/guide.md).
+    """
+
+
+@corpus_group.command(
+    "ingest", context_settings={**CONTEXT, "default_map": {"timeout": INGEST_TIMEOUT}}
+)
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
+@_CORPUS
+@_TENANT
+@click.option(
+    "--root",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    default=Path("."),
+    show_default=True,
+    help="Document ids are paths relative to this folder (a file outside it: relative to "
+    "the parent of the PATH it was found under).",
+)
+@click.option("--meta", multiple=True, help="key=value metadata for every file (repeatable).")
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Write nothing: report what would be added or updated and how many cached answers "
+    "that would invalidate (provenance, and DEJA_RAG_INVALIDATE_NEAR when set).",
+)
+@api_options
+def ingest(
+    paths: tuple[Path, ...],
+    corpus: str,
+    tenant: str,
+    root: Path,
+    meta: tuple[str, ...],
+    dry_run: bool,
+    url: str,
+    key: str,
+    as_json: bool,
+    timeout: float,
+) -> None:
+    """Add or update the files under PATH… (folders are walked for .md, .markdown, .txt,
+    .html, .htm and .pdf files). Unchanged files are skipped; a changed file gets a new
+    version and the answers cached from the old one are invalidated. A file that cannot
+    be ingested is named with its reason, and the exit code is then 1."""
+    api = Api(url, key, timeout, as_json)
+    files = collect(paths, root)
+    if not files:
+        kinds = ", ".join(sorted(EXTENSIONS))
+        raise RefusedError(f"no files to ingest ({kinds}) under {', '.join(map(str, paths))}")
+    lines: list[dict[str, Any]] = []
+    with _progress(files, show=len(files) >= PROGRESS_MIN_FILES and not as_json) as todo:
+        for document, file in todo:
+            lines.append(_send(api, corpus, tenant, document, file, list(meta), dry_run))
+    if not api.emit({"tenant": tenant, "corpus": corpus, "files": lines}):
+        _print_ingest(lines, corpus, dry_run)
+    if any(line["status"] == "failed" for line in lines):
+        sys.exit(EXIT_API_ERROR)
+
+
+@contextmanager
+def _progress(files: list[tuple[str, Path]], *, show: bool) -> Iterator[Iterable[tuple[str, Path]]]:
+    if not show:
+        yield files
+        return
+    with click.progressbar(
+        files,
+        label=f"ingesting {len(files)} files",
+        file=sys.stderr,
+        show_pos=True,
+        item_show_func=lambda item: item[0] if item else None,
+    ) as bar:
+        yield bar
+
+
+def _send(
+    api: Api,
+    corpus: str,
+    tenant: str,
+    document: str,
+    file: Path,
+    meta: list[str],
+    dry_run: bool = False,
+) -> dict[str, Any]:
+    """One file's report; a file the gateway refused (or that cannot be read) is a failed
+    line, while an unreachable gateway or a rejected key stops the whole run."""
+    try:
+        data = file.read_bytes()
+        report: dict[str, Any] = api.call(
+            "PUT",
+            _document_path(corpus, document),
+            params={"tenant": tenant, "meta": meta, **({"dry_run": "true"} if dry_run else {})},
+            content=data,
+            content_type=content_type_for(file),
+        )
+        return report
+    except (UnreachableError, AuthError):
+        raise
+    except AdminError as exc:
+        reason = exc.message.removeprefix(f"{document}: ")
+    except OSError as exc:
+        reason = f"cannot read {file}: {exc.strerror or exc}"
+    return {"document": document, "status": "failed", "reason": reason}
+
+
+def _print_ingest(lines: list[dict[str, Any]], corpus: str, dry_run: bool = False) -> None:
+    counts = dict.fromkeys(("added", "updated", "unchanged", "failed"), 0)
+    chunks = invalidated = 0
+    try:
+        for line in lines:
+            status = line["status"]
+            counts[status] += 1
+            document = line["document"]
+            if status == "failed":
+                click.echo(f"failed     {document}: {line['reason']}", err=True)
+                continue
+            invalidated += int(line.get("invalidated") or 0)
+            if status == "added":
+                chunks += int(line["chunks"])
+                click.echo(f"added      {document} (v{line['version']}, {line['chunks']} chunks)")
+            elif status == "updated":
+                chunks += int(line["chunks"])
+                click.echo(
+                    f"updated    {document} (v{line['old_version']} -> v{line['version']}, "
+                    f"{line['chunks']} chunks, {line.get('invalidated', 0)} answers invalidated)"
+                )
+            if line.get("invalidation_error"):
+                click.echo(
+                    f"WARNING    {document}: cached answers NOT invalidated: "
+                    f"{line['invalidation_error']}",
+                    err=True,
+                )
+    except (KeyError, TypeError, ValueError) as exc:
+        bad_shape(exc)
+    summary = ", ".join(f"{n} {status}" for status, n in counts.items())
+    if dry_run:
+        click.echo(
+            f"{corpus} (dry run, nothing written): {len(lines)} files ({summary}); {chunks} "
+            f"chunks would be written, {invalidated} cached answers would be invalidated"
+        )
+        return
+    click.echo(
+        f"{corpus}: {len(lines)} files ({summary}); {chunks} chunks written, "
+        f"{invalidated} cached answers invalidated"
+    )
+
+
+@corpus_group.command("rm", context_settings=CONTEXT)
+@click.argument("document")
+@_CORPUS
+@_TENANT
+@api_options
+def remove(
+    document: str, corpus: str, tenant: str, url: str, key: str, as_json: bool, timeout: float
+) -> None:
+    """Remove DOCUMENT (its id, e.g. docs/guide.md) from the corpus, and the cached answers
+    built from it."""
+    api = Api(url, key, timeout, as_json)
+    data = api.call("DELETE", _document_path(corpus, document), params={"tenant": tenant})
+    if api.emit(data):
+        return
+    try:
+        click.echo(
+            f"removed {data['document']} (v{data['version']}, {data['chunks']} chunks) from "
+            f"{data['corpus']}; {data['invalidated']} cached answers invalidated"
+        )
+    except (KeyError, TypeError) as exc:
+        bad_shape(exc)
+
+
+@corpus_group.command("ls", context_settings=CONTEXT)
+@click.option("--corpus", callback=_check_corpus, help="List this corpus's documents.")
+@_TENANT
+@api_options
+def list_command(
+    corpus: str | None, tenant: str, url: str, key: str, as_json: bool, timeout: float
+) -> None:
+    """List the tenant's corpora, or with --corpus the documents of one."""
+    api = Api(url, key, timeout, as_json)
+    if corpus is None:
+        data = api.call("GET", "/admin/corpora", params={"tenant": tenant})
+        if api.emit(data):
+            return
+        try:
+            rows = [[c["name"], c["documents"], c["chunks"]] for c in data["corpora"]]
+        except (KeyError, TypeError) as exc:
+            bad_shape(exc)
+        if not rows:
+            click.echo(f"tenant {tenant} has no corpora")
+            return
+        click.echo(table(["corpus", "documents", "chunks"], rows, right="12"))
+        return
+    data = api.call("GET", f"/admin/corpora/{quote(corpus)}/documents", params={"tenant": tenant})
+    if api.emit(data):
+        return
+    try:
+        rows = [
+            [d["document"], d["version"], d["chunks"], d["format"], truncate(d["title"], 50)]
+            for d in data["documents"]
+        ]
+    except (KeyError, TypeError) as exc:
+        bad_shape(exc)
+    click.echo(table(["document", "version", "chunks", "format", "title"], rows, right="12"))

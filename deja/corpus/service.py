@@ -1,0 +1,361 @@
+"""``Corpora``: the tenants' document corpora, from ingestion to retrieval.
+
+Ingesting a file: its fingerprint (the bytes, the metadata and the chunking recipe) is compared
+with the stored version's; equal means nothing to do, so re-ingesting a tree is cheap. Otherwise
+the file is parsed and chunked (in a thread: CPU work), the chunks are embedded in batches
+(``Embedder.embed_batch`` in a thread, so request-path embeddings interleave between batches),
+the new version's chunks are upserted in one call and the older versions' deleted in another:
+a reader sees the old document or the new one, never a mix (``newest_only`` covers the moment
+both are stored). A changed or removed document is then announced to ``on_change``, which drops
+the cached answers built from the old version and returns how many it dropped.
+
+Writes are serialised in this process by one lock, so versions are assigned without races.
+Two gateways writing the same document of a shared Qdrant server at the same time could both
+write the same next version; ingest from one place (the admin API of one gateway, the CLI).
+
+Which (tenant, corpus) pairs exist is kept in memory (``has_corpus`` runs on every RAG
+request): refreshed after every change here and, on a shared server, every
+``corpus_refresh_seconds`` to see other gateways' changes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+import orjson
+
+from deja.corpus.base import Chunk, DocumentChange, RetrievedChunk, newest_only
+from deja.corpus.chunking import (
+    ChunkText,
+    TokenCounter,
+    chunk_document,
+    recipe,
+    tokenizer_counter,
+    word_counter,
+)
+from deja.corpus.names import check_document_id, check_metadata
+from deja.corpus.parsing import ParsedDocument, parse_document
+from deja.corpus.reports import FileReport, IngestReport, Removal, SourceFile
+from deja.corpus.store.base import ChunkPoint, ChunkStore, DocumentHead
+from deja.embedding.base import Embedder
+from deja.errors import (
+    CorpusNotFoundError,
+    DejaError,
+    DocumentError,
+    EmbedderError,
+    InvalidRequestError,
+    RetrievalError,
+    VectorStoreError,
+)
+from deja.observability.metrics import Metrics
+
+log = logging.getLogger("deja.corpus")
+
+OnChange = Callable[[list[DocumentChange]], Awaitable[int]]
+Progress = Callable[[FileReport], None]
+
+#: Retrieval fetches ``limit + max(limit, OVER_FETCH)`` hits, so that dropping an older
+#: version's chunks while a document is being replaced still leaves ``limit`` chunks.
+OVER_FETCH = 4
+
+
+@dataclass(frozen=True, slots=True)
+class CorpusSettings:
+    chunk_tokens: int = 200
+    chunk_overlap: int = 32
+    max_file_bytes: int = 20 * 1024 * 1024
+    retrieval_timeout: float = 1.0
+    embed_batch: int = 32
+
+
+def token_counter(model_id: str) -> tuple[str, TokenCounter]:
+    """The embedder's own tokenizer when deja has it (the ONNX MiniLM's WordPiece), else the
+    word approximation; with the name that goes into the chunking recipe."""
+    from deja.embedding.onnx.encoder import DYNINT8_ID, INT8_ID, load_tokenizer
+
+    if model_id in (DYNINT8_ID, INT8_ID):
+        try:
+            return "minilm-wordpiece", tokenizer_counter(load_tokenizer())
+        except EmbedderError as exc:
+            log.warning("counting chunk tokens by words: %s", exc.message)
+    return "words", word_counter
+
+
+def fingerprint(file: SourceFile, chunking: str) -> str:
+    """What decides whether a re-ingested file changed: its bytes, metadata and the recipe."""
+    digest = hashlib.sha256()
+    digest.update(chunking.encode())
+    digest.update(b"\0" + orjson.dumps(file.metadata, option=orjson.OPT_SORT_KEYS) + b"\0")
+    digest.update(file.data)
+    return digest.hexdigest()
+
+
+class Corpora:
+    """The ``Retriever`` of the request path, and ingestion, removal and listing of corpora."""
+
+    def __init__(
+        self,
+        store: ChunkStore,
+        embedder: Embedder,
+        *,
+        settings: CorpusSettings | None = None,
+        counter: tuple[str, TokenCounter] | None = None,
+        metrics: Metrics | None = None,
+        on_change: OnChange | None = None,
+        on_preview: OnChange | None = None,
+    ) -> None:
+        self.store = store
+        self.embedder = embedder
+        self.settings = settings or CorpusSettings()
+        counter_name, self._count = counter or token_counter(embedder.model_id)
+        s = self.settings
+        self.recipe = recipe(s.chunk_tokens, s.chunk_overlap, counter_name)
+        self.metrics = metrics
+        #: Called with the changes after every update or removal; returns answers invalidated.
+        self.on_change = on_change
+        #: Called instead by a dry run: how many answers the changes would invalidate.
+        self.on_preview = on_preview
+        self._known: set[tuple[str, str]] = set()
+        self._write = asyncio.Lock()
+
+    # --- the corpus set -----------------------------------------------------------------------
+    async def refresh(self) -> None:
+        """Re-read which (tenant, corpus) pairs hold chunks."""
+        self._known = await self.store.corpus_keys()
+
+    async def refresh_forever(self, every: float) -> None:
+        """Keep the corpus set current when other processes write to the store."""
+        while True:
+            await asyncio.sleep(every)
+            try:
+                await self.refresh()
+            except VectorStoreError as exc:
+                log.warning("corpus list not refreshed: %s", exc.message)
+
+    def has_corpus(self, tenant: str, corpus: str) -> bool:
+        return (tenant, corpus) in self._known
+
+    def pairs(self) -> list[tuple[str, str]]:
+        """Every (tenant, corpus) known, sorted."""
+        return sorted(self._known)
+
+    def corpora(self, tenant: str) -> list[str]:
+        """The tenant's corpus names, sorted."""
+        return sorted(c for t, c in self._known if t == tenant)
+
+    async def _require(self, tenant: str, corpus: str) -> None:
+        if not self.has_corpus(tenant, corpus):
+            await self.refresh()  # another process may have created it
+        if not self.has_corpus(tenant, corpus):
+            raise CorpusNotFoundError(f"no corpus named {corpus!r}", param="corpus")
+
+    # --- reading --------------------------------------------------------------------------------
+    async def retrieve(
+        self,
+        tenant: str,
+        corpus: str,
+        vector: list[float],
+        *,
+        limit: int,
+        where: dict[str, str] | None = None,
+    ) -> list[RetrievedChunk]:
+        """The ``limit`` chunks nearest ``vector`` in the tenant's corpus, best first, one
+        version per document. ``RetrievalError`` when the store fails or the retrieval
+        timeout passes."""
+        if limit < 1:
+            return []
+        if where:
+            check_metadata(where, param="where")
+        fetch = limit + max(limit, OVER_FETCH)
+        seconds = self.settings.retrieval_timeout
+        try:
+            async with asyncio.timeout(seconds):
+                hits = await self.store.search(vector, tenant, corpus, limit=fetch, where=where)
+        except TimeoutError as exc:
+            raise RetrievalError(
+                f"retrieval from corpus {corpus!r} timed out after {seconds:g}s"
+            ) from exc
+        except VectorStoreError as exc:
+            raise RetrievalError(f"retrieval from corpus {corpus!r} failed: {exc.message}") from exc
+        return newest_only(hits)[:limit]
+
+    async def documents(self, tenant: str, corpus: str | None = None) -> list[DocumentHead]:
+        """The newest version of each document of the tenant (of one corpus), sorted by corpus
+        and id. ``CorpusNotFoundError`` for a corpus the tenant does not have."""
+        if corpus is not None:
+            await self._require(tenant, corpus)
+        newest: dict[tuple[str, str], DocumentHead] = {}
+        for head in await self.store.heads(tenant, corpus):
+            key = (head.corpus, head.document)
+            if key not in newest or head.version > newest[key].version:
+                newest[key] = head
+        return [newest[key] for key in sorted(newest)]
+
+    async def _current(self, tenant: str, corpus: str, document: str) -> DocumentHead | None:
+        heads = await self.store.heads(tenant, corpus, document)
+        return max(heads, key=lambda h: h.version) if heads else None
+
+    # --- writing --------------------------------------------------------------------------------
+    async def ingest(
+        self,
+        tenant: str,
+        corpus: str,
+        files: list[SourceFile],
+        progress: Progress | None = None,
+        *,
+        dry_run: bool = False,
+    ) -> IngestReport:
+        """Add or update each file as a document of ``tenant``'s ``corpus`` (created on first
+        use). A file that cannot be used is reported ``failed`` with its reason and the others
+        go on; a failing store or embedder raises (``VectorStoreError``, ``EmbedderError``).
+        ``dry_run``: parse, chunk and embed, write nothing, and report what would change and
+        how many cached answers it would invalidate."""
+        report = IngestReport(tenant, corpus)
+        for file in files:
+            async with self._write:
+                line = await self._ingest_one(tenant, corpus, file, dry_run)
+            report.files.append(line)
+            if not dry_run:
+                self._count_metric(corpus, line)
+            if progress is not None:
+                progress(line)
+        return report
+
+    async def _ingest_one(
+        self, tenant: str, corpus: str, file: SourceFile, dry_run: bool = False
+    ) -> FileReport:
+        document = file.document
+        try:
+            check_document_id(document)
+            check_metadata(file.metadata)
+        except InvalidRequestError as exc:
+            return FileReport(document, "failed", reason=exc.message)
+        content_hash = fingerprint(file, self.recipe)
+        current = await self._current(tenant, corpus, document)
+        if current is not None and current.content_hash == content_hash:
+            return FileReport(document, "unchanged", current.version, chunks=current.chunks)
+        try:
+            parsed, pieces = await asyncio.to_thread(self._parse, file)
+        except DocumentError as exc:
+            return FileReport(document, "failed", reason=exc.message)
+        version = current.version + 1 if current is not None else 1
+        vectors = await self._embed([p.text for p in pieces])
+        head = DocumentHead(
+            tenant=tenant,
+            corpus=corpus,
+            document=document,
+            version=version,
+            chunks=len(pieces),
+            content_hash=content_hash,
+            title=parsed.title,
+            source=file.source or document,
+            format=parsed.format,
+            bytes=len(file.data),
+            ingested_at=time.time(),
+            metadata=dict(file.metadata),
+        )
+        old = current.version if current is not None else None
+        change = DocumentChange(tenant, corpus, document, old, version, vectors)
+        if not dry_run:
+            await self.store.upsert(_points(head, pieces, vectors))
+            await self.store.delete_older(tenant, corpus, document, version)
+            self._known.add((tenant, corpus))
+            if self.metrics is not None:
+                self.metrics.corpus_chunks.labels(corpus).inc(len(pieces))
+        invalidated, error = await self._announce([change], dry_run=dry_run)
+        return FileReport(
+            document,
+            "added" if current is None else "updated",
+            version,
+            old,
+            chunks=len(pieces),
+            invalidated=invalidated,
+            invalidation_error=error,
+            dry_run=dry_run,
+        )
+
+    def _parse(self, file: SourceFile) -> tuple[ParsedDocument, list[ChunkText]]:
+        """Parse and chunk (a worker thread)."""
+        s = self.settings
+        parsed = parse_document(
+            file.document, file.data, content_type=file.content_type, max_bytes=s.max_file_bytes
+        )
+        pieces = chunk_document(
+            parsed, max_tokens=s.chunk_tokens, overlap=s.chunk_overlap, count=self._count
+        )
+        return parsed, pieces
+
+    async def _embed(self, texts: list[str]) -> list[list[float]]:
+        vectors: list[list[float]] = []
+        step = self.settings.embed_batch
+        for start in range(0, len(texts), step):
+            batch = texts[start : start + step]
+            vectors.extend(await asyncio.to_thread(self.embedder.embed_batch, batch))
+        return vectors
+
+    async def remove(self, tenant: str, corpus: str, document: str) -> Removal | None:
+        """Remove every chunk of a document; None when the corpus has no such document
+        (``CorpusNotFoundError`` when the tenant has no such corpus)."""
+        await self._require(tenant, corpus)
+        async with self._write:
+            current = await self._current(tenant, corpus, document)
+            if current is None:
+                return None
+            await self.store.delete_document(tenant, corpus, document)
+            await self.refresh()
+        if self.metrics is not None:
+            self.metrics.corpus_documents.labels(corpus, "removed").inc()
+        change = DocumentChange(tenant, corpus, document, current.version, None)
+        invalidated, error = await self._announce([change])
+        return Removal(change, current.chunks, invalidated, error)
+
+    async def _announce(
+        self, changes: list[DocumentChange], *, dry_run: bool = False
+    ) -> tuple[int, str | None]:
+        """Tell ``on_change`` (``on_preview`` for a dry run); (answers invalidated, or that
+        would be, and the error if it failed)."""
+        announce = self.on_preview if dry_run else self.on_change
+        if announce is None:
+            return 0, None
+        try:
+            invalidated = await announce(changes)
+        except DejaError as exc:
+            keys = ", ".join(c.key() for c in changes)
+            log.error("answers built from %s NOT invalidated: %s", keys, exc.message)
+            return 0, exc.message
+        if self.metrics is not None and invalidated and not dry_run:
+            for corpus in {c.corpus for c in changes}:
+                self.metrics.corpus_invalidated.labels(corpus).inc(invalidated)
+        return invalidated, None
+
+    def _count_metric(self, corpus: str, line: FileReport) -> None:
+        if self.metrics is not None:
+            self.metrics.corpus_documents.labels(corpus, line.status).inc()
+
+
+def _points(
+    head: DocumentHead, pieces: list[ChunkText], vectors: list[list[float]]
+) -> list[ChunkPoint]:
+    return [
+        ChunkPoint(
+            chunk=Chunk(
+                tenant=head.tenant,
+                corpus=head.corpus,
+                document=head.document,
+                version=head.version,
+                index=piece.index,
+                text=piece.text,
+                title=piece.title,
+                metadata=dict(head.metadata),
+            ),
+            vector=vector,
+            content_hash=head.content_hash,
+            head=head if piece.index == 0 else None,
+        )
+        for piece, vector in zip(pieces, vectors, strict=True)
+    ]

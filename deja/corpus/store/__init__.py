@@ -1,0 +1,1 @@
+"""Chunk stores: the interface (``base``), Qdrant Edge (``edge``), a Qdrant server (``qdrant``)."""

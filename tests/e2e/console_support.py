@@ -1,0 +1,113 @@
+"""Helpers shared by the console's API and browser tests: a gateway with the semantic layer on
+(the shipped verifier, ONNX embedder, Qdrant Edge) in front of simulated replicas."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from typing import Any
+
+import httpx
+
+from tests.support import SIM_MODEL
+
+ADMIN_KEY = "console-admin-key"
+ADMIN = {"authorization": f"Bearer {ADMIN_KEY}"}
+#: The gateway settings the console tests run with (a fast timeline, no shadow traffic).
+SETTINGS: dict[str, Any] = {
+    "semantic_enabled": True,
+    "admin_key": ADMIN_KEY,
+    "semantic_shadow_rate": 0.0,
+    "console_sample_seconds": 0.25,
+    "health_check_interval_seconds": 0.25,
+    # These tests are about what the console shows, not the lookup budget: a loaded test
+    # machine must not turn a semantic hit into a timed-out miss.
+    "semantic_timeout_seconds": 5.0,
+}
+
+#: A cached question and a close one the shipped verifier rejects at the default target:
+#: "ascending" and "descending" score ≈ 0.74 against τ ≈ 0.85 for precision 0.92.
+CACHED = "How do I sort a list in ascending order?"
+CLOSE = "How do I sort a list in descending order?"
+
+
+class Env:
+    """One gateway; each test talks in its own conversation scope (a unique system prompt)."""
+
+    def __init__(self, url: str, app: Any) -> None:
+        self.url = url
+        self.app = app
+        self.http = httpx.AsyncClient(base_url=url, timeout=30)
+
+    def scope(self) -> str:
+        return f"You are a helpful assistant. Session {uuid.uuid4().hex}."
+
+    async def ask(
+        self,
+        question: str,
+        system: str,
+        *,
+        namespace: str = "",
+        no_store: bool = False,
+    ) -> httpx.Response:
+        headers: dict[str, str] = {}
+        if namespace:
+            headers["x-deja-namespace"] = namespace
+        if no_store:
+            headers["cache-control"] = "no-store"
+        body = {
+            "model": SIM_MODEL,
+            "messages": [
+                {"role": "system", "content": system},
+                {"role": "user", "content": question},
+            ],
+        }
+        resp = await self.http.post("/v1/chat/completions", json=body, headers=headers)
+        assert resp.status_code == 200, resp.text
+        await self.app.state.gateway.pipeline.drain()
+        return resp
+
+    async def admin(self, method: str, path: str, **kwargs: Any) -> Any:
+        resp = await self.http.request(method, path, headers=ADMIN, **kwargs)
+        assert resp.status_code == 200, resp.text
+        return resp.json()
+
+    async def next_point(self) -> None:
+        """Wait until the timeline has taken a point after now (every 0.25 s here)."""
+        now = time.time()
+        deadline = now + 10
+        while True:
+            points = (await self.admin("GET", "/admin/timeline"))["points"]
+            if points and points[-1]["at"] > now:
+                return
+            assert time.time() < deadline, "the timeline took no new point"
+            await asyncio.sleep(0.05)
+
+    async def close(self) -> None:
+        await self.http.aclose()
+
+
+async def make_near_miss(env: Env, system: str) -> tuple[float, float]:
+    """Cache ``CACHED``, then ask ``CLOSE`` (not stored) under a precision target whose cut-off
+    lies just above the verifier's score for the pair: a near miss against τ, made with the
+    real verifier and calibration table. Returns (score, τ); the caller restores the target
+    with ``restore_precision``."""
+    await env.ask(CACHED, system)
+    probe = await env.ask(CLOSE, system, no_store=True)
+    assert probe.headers["x-deja-cache"] == "miss"
+    score = float(probe.headers["x-deja-verifier-score"])
+    semantic = await env.admin("GET", "/admin/semantic")
+    rows = [r for r in semantic["calibration"]["table"] if r["tau"] is not None]
+    target, tau = min(
+        ((r["precision"], r["tau"]) for r in rows if r["tau"] > score), key=lambda r: r[1]
+    )
+    assert tau - score < 0.1, "the table has no cut-off within the near-miss margin of this pair"
+    await env.admin("PUT", "/admin/threshold", json={"precision": {"global": target}})
+    again = await env.ask(CLOSE, system, no_store=True)
+    assert again.headers["x-deja-cache"] == "miss"
+    return score, tau
+
+
+async def restore_precision(env: Env, value: float = 0.92) -> None:
+    await env.admin("PUT", "/admin/threshold", json={"precision": {"global": value}})

@@ -1,0 +1,190 @@
+"""The corpus admin API and ``deja corpus`` against a real gateway (uvicorn on a socket, the
+ONNX embedder, Qdrant Edge under its data dir), and the start-up preload."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+from click.testing import CliRunner, Result
+
+from app.cli.main import main
+from deja.tenancy.keyring import key_hash
+from tests.pdfs import encrypt_pdf, make_pdf
+
+pytestmark = pytest.mark.integration
+
+ADMIN_KEY = "adm-corpus"
+ADMIN = {"authorization": f"Bearer {ADMIN_KEY}"}
+GUIDE = b"# Guide\n\n## Install\n\nRun make run, then open the console.\n"
+DOCS = "/admin/corpora/kb/documents"
+
+
+class Gw:
+    def __init__(self, url: str, app: Any) -> None:
+        self.url = url
+        self.app = app
+        self.http = httpx.AsyncClient(base_url=url, headers=ADMIN, timeout=60)
+
+
+@pytest.fixture(scope="module")
+async def gw(make_gateway: Any, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Gw]:
+    keys = tmp_path_factory.mktemp("keys") / "keys.yaml"
+    tenants = {name: {"key_hashes": [key_hash(f"dj-{name}")]} for name in ("alpha", "beta")}
+    keys.write_text(yaml.safe_dump({"tenants": tenants}))
+    async with make_gateway(
+        corpora_enabled=True, admin_key=ADMIN_KEY, keys_file=keys, corpus_max_file_bytes=8192
+    ) as (url, app):
+        env = Gw(url, app)
+        yield env
+        await env.http.aclose()
+
+
+def error_of(response: httpx.Response) -> dict[str, Any]:
+    body = response.json()
+    assert set(body["error"]) == {"message", "type", "param", "code"}
+    error: dict[str, Any] = body["error"]
+    return error
+
+
+async def put(gw: Gw, path: str, data: bytes, tenant: str = "alpha", **headers: str) -> Any:
+    return await gw.http.put(
+        f"{DOCS}/{path}", params={"tenant": tenant}, content=data, headers=headers
+    )
+
+
+async def test_put_list_update_delete(gw: Gw) -> None:
+    added = await put(gw, "docs/guide.md", GUIDE, **{"content-type": "text/markdown"})
+    assert added.status_code == 200, added.text
+    body = added.json()
+    assert (body["status"], body["version"], body["document"]) == ("added", 1, "docs/guide.md")
+    assert body["chunks"] >= 1 and body["tenant"] == "alpha"
+    assert (await put(gw, "docs/guide.md", GUIDE)).json()["status"] == "unchanged"
+    updated = (await put(gw, "docs/guide.md", GUIDE + b"\nAlso: deja corpus ls.\n")).json()
+    assert (updated["status"], updated["old_version"], updated["version"]) == ("updated", 1, 2)
+    assert updated["invalidated"] == 0
+
+    listing = (await gw.http.get("/admin/corpora", params={"tenant": "alpha"})).json()
+    assert listing["corpora"] == [{"name": "kb", "documents": 1, "chunks": updated["chunks"]}]
+    docs = (await gw.http.get(DOCS, params={"tenant": "alpha"})).json()["documents"]
+    assert [(d["document"], d["version"], d["title"], d["format"]) for d in docs] == [
+        ("docs/guide.md", 2, "Guide", "markdown")
+    ]
+    assert gw.app.state.gateway.corpora.has_corpus("alpha", "kb")
+
+    # Another tenant's corpus is a 404, exactly as one that does not exist.
+    for tenant, corpus in (("beta", "kb"), ("alpha", "nope")):
+        missing = await gw.http.get(f"/admin/corpora/{corpus}/documents", params={"tenant": tenant})
+        assert missing.status_code == 404
+        assert error_of(missing)["code"] == "corpus_not_found"
+    assert (
+        await gw.http.delete(f"{DOCS}/docs/guide.md", params={"tenant": "beta"})
+    ).status_code == 404
+
+    metrics = (await gw.http.get("/metrics")).text
+    assert 'deja_corpus_chunks_ingested_total{corpus="kb"}' in metrics
+    assert 'deja_corpus_documents_total{action="updated",corpus="kb"} 1.0' in metrics
+
+    removed = await gw.http.delete(f"{DOCS}/docs/guide.md", params={"tenant": "alpha"})
+    assert removed.status_code == 200
+    assert (removed.json()["version"], removed.json()["invalidated"]) == (2, 0)
+    again = await gw.http.delete(f"{DOCS}/docs/guide.md", params={"tenant": "alpha"})
+    assert again.status_code == 404 and error_of(again)["code"] == "corpus_not_found"
+
+
+async def test_bad_uploads_are_refused_with_their_reason(gw: Gw) -> None:
+    locked = encrypt_pdf(make_pdf([["secret"]]), "pw")
+    refused = await put(gw, "locked.pdf", locked)
+    assert refused.status_code == 400
+    assert "locked.pdf: the PDF is encrypted" in error_of(refused)["message"]
+    assert (await put(gw, "a.docx", b"PK\x03\x04")).status_code == 400
+    too_big = await put(gw, "big.md", b"# Big\n\n" + b"word " * 4000)
+    assert too_big.status_code == 413
+    unknown = await put(gw, "a.md", GUIDE, tenant="nobody")
+    assert unknown.status_code == 400 and error_of(unknown)["param"] == "tenant"
+    meta = await gw.http.put(
+        f"{DOCS}/a.md", params={"tenant": "alpha", "meta": "no-equals"}, content=GUIDE
+    )
+    assert meta.status_code == 400 and error_of(meta)["param"] == "meta"
+    async with httpx.AsyncClient(base_url=gw.url) as anonymous:
+        assert (await anonymous.get("/admin/corpora")).status_code == 401
+
+
+def invoke(gw: Gw, *args: str) -> Result:
+    runner = CliRunner()
+    return runner.invoke(main, ["corpus", *args, "--url", gw.url, "--key", ADMIN_KEY])
+
+
+async def cli(gw: Gw, *args: str) -> Result:
+    # The gateway serves on this event loop: the (synchronous) CLI runs in a thread.
+    return await asyncio.to_thread(invoke, gw, *args)
+
+
+async def test_cli_ingest_ls_rm(gw: Gw, tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    (docs / "sub").mkdir(parents=True)
+    (docs / "a.md").write_bytes(GUIDE)
+    (docs / "sub" / "b.html").write_text("<html><body><h1>B</h1><p>Bee text.</p></body></html>")
+    (docs / "c.pdf").write_bytes(make_pdf([["Sea text."]], title="C"))
+    (docs / "locked.pdf").write_bytes(encrypt_pdf(make_pdf([["x"]]), "pw"))
+    (tmp_path / "notes.txt").write_text("Plain notes.")
+    (docs / "ignored.py").write_text("print()")
+    args = ("--corpus", "kb2", "--tenant", "alpha", "--root", str(tmp_path))
+
+    first = await cli(gw, "ingest", str(docs), str(tmp_path / "notes.txt"), *args)
+    assert first.exit_code == 1, first.output
+    assert "added      docs/a.md (v1," in first.output
+    assert "failed     docs/locked.pdf: the PDF is encrypted" in first.output
+    assert "kb2: 5 files (4 added, 0 updated, 0 unchanged, 1 failed)" in first.output
+    (docs / "locked.pdf").unlink()
+
+    second = await cli(gw, "ingest", str(docs), str(tmp_path / "notes.txt"), *args)
+    assert second.exit_code == 0, second.output
+    assert "(0 added, 0 updated, 4 unchanged, 0 failed)" in second.output
+
+    listed = await cli(gw, "ls", "--tenant", "alpha")
+    assert listed.exit_code == 0 and "kb2" in listed.output
+    removed = await cli(gw, "rm", "docs/a.md", "--corpus", "kb2", "--tenant", "alpha")
+    assert removed.exit_code == 0, removed.output
+    assert "removed docs/a.md (v1" in removed.output
+    table = await cli(gw, "ls", "--corpus", "kb2", "--tenant", "alpha")
+    assert table.exit_code == 0
+    assert "docs/sub/b.html" in table.output and "docs/a.md" not in table.output
+    missing = await cli(gw, "rm", "docs/a.md", "--corpus", "kb2", "--tenant", "alpha")
+    assert missing.exit_code == 1 and "no document 'docs/a.md'" in missing.output
+    other = await cli(gw, "ls", "--corpus", "kb2", "--tenant", "beta")
+    assert other.exit_code == 1 and "no corpus named 'kb2'" in other.output
+
+
+async def test_preload_at_start_up_is_idempotent(make_gateway: Any, tmp_path: Path) -> None:
+    tree = tmp_path / "tree" / "docs"
+    tree.mkdir(parents=True)
+    (tree / "guide.md").write_bytes(GUIDE)
+    (tree / "bad.pdf").write_bytes(b"not a pdf")
+    settings = {
+        "corpora_enabled": True,
+        "admin_key": ADMIN_KEY,
+        "data_dir": tmp_path / "data",
+        "corpus_preload": {"deja-docs": [str(tree)]},
+    }
+    seen = []
+    for _ in range(2):
+        async with (
+            make_gateway(**settings) as (url, _app),
+            httpx.AsyncClient(base_url=url, headers=ADMIN) as http,
+        ):
+            response = await http.get("/admin/corpora/deja-docs/documents")
+            assert response.status_code == 200, response.text
+            seen.append(
+                [
+                    (d["document"], d["version"], d["ingested_at"])
+                    for d in response.json()["documents"]
+                ]
+            )
+    assert [doc for doc, _, _ in seen[0]] == ["docs/guide.md"]
+    assert seen[1] == seen[0]  # the restart found the file unchanged: not re-ingested
