@@ -286,6 +286,8 @@ def _report(
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the request lengths.")
 def tune_command(**opts: Any) -> None:  # fmt: skip
     """Run the grid and report."""
+    if opts["in_process"] and opts["replica_cmd"] != DEFAULT_REPLICA_CMD:
+        raise click.UsageError("--in-process runs the simulator itself: drop --replica-cmd")
     try:
         profile = get_profile(opts["profile_name"]) if opts["profile_name"] else None
         workload, gateway_model = _workload(opts, profile)

@@ -124,6 +124,18 @@ class SimMetrics:
             registry=reg,
         )
         self._model = model
+        self._define_latencies()
+        self._preemptions_seen = 0
+        self.spec: tuple[Counter, Counter, Counter] | None = None
+        if engine.config.spec_tokens:
+            self.spec = (
+                counter("vllm:spec_decode_num_drafts", "Draft proposals (simulated)."),
+                counter("vllm:spec_decode_num_draft_tokens", "Draft tokens (simulated)."),
+                counter("vllm:spec_decode_num_accepted_tokens", "Accepted drafts (simulated)."),
+            )
+        engine.observer = self
+
+    def _define_latencies(self) -> None:
         self.time_to_first_token = self._histogram(
             "vllm:time_to_first_token_seconds",
             "Time to first token, in seconds (simulated).",
@@ -138,23 +150,14 @@ class SimMetrics:
             "vllm:inter_token_latency_seconds",
             "Time between two token emissions of a sequence, in seconds (simulated).",
             _TPOT_BUCKETS,
-            model,
+            self._model,
         )
-        reg.register(self.inter_token_latency)
+        self.registry.register(self.inter_token_latency)
         self.e2e_request_latency = self._histogram(
             "vllm:e2e_request_latency_seconds",
             "End-to-end request latency, in seconds (simulated).",
             _E2E_BUCKETS,
         )
-        self._preemptions_seen = 0
-        self.spec: tuple[Counter, Counter, Counter] | None = None
-        if engine.config.spec_tokens:
-            self.spec = (
-                counter("vllm:spec_decode_num_drafts", "Draft proposals (simulated)."),
-                counter("vllm:spec_decode_num_draft_tokens", "Draft tokens (simulated)."),
-                counter("vllm:spec_decode_num_accepted_tokens", "Accepted drafts (simulated)."),
-            )
-        engine.observer = self
 
     def _histogram(self, name: str, doc: str, buckets: tuple[float, ...]) -> Histogram:
         """A ``model_name``-labelled histogram in this registry, its label set to our model."""
