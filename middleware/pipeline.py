@@ -47,7 +47,13 @@ from middleware.shared import SharedUpstream
 from middleware.singleflight import Flights
 from middleware.store import Build, store_answer
 from middleware.tasks import BackgroundTasks
-from middleware.telemetry import RequestRecord, record_request
+from middleware.telemetry import (
+    RequestRecord,
+    Usage,
+    record_request,
+    usage_of_json,
+    usage_of_sse,
+)
 
 SSE = "text/event-stream"
 
@@ -103,17 +109,19 @@ class Pipeline:
                 response = self.replay(req, lookup)
                 self.observe(req, lookup, started, span=span)
                 return response
-            status, replica = 500, None
+            status, replica, usage = 500, None, None
             try:
                 response = await self.upstream_step(req, lookup, disconnected, started)
                 status, replica = response.status_code, response.headers.get("x-deja-replica")
+                if not req.stream and not self.stores(req, lookup):  # stored: counted there
+                    usage = usage_of_json(bytes(response.body))
                 return response
             except DejaError as exc:
                 status = http_error(exc).status
                 raise
             finally:
                 if not req.stream or status != 200:
-                    self.observe(req, lookup, started, replica, status, span)
+                    self.observe(req, lookup, started, replica, status, span, usage)
 
     async def lookup(self, req: GatewayRequest) -> Lookup:
         """Steps 1-4. 1. policy: ``req.policy`` was parsed from the headers at the API boundary."""
@@ -252,8 +260,10 @@ class Pipeline:
             seen = bytearray()
             usage_filter = UsageChunkFilter() if hide_usage else None
             finished = False
+            previous = last = b""  # the usage event is in the last reads
             try:
                 async for chunk in opened.chunks():
+                    previous, last = last, chunk
                     if storable:
                         seen += chunk
                     if usage_filter is not None:
@@ -268,7 +278,8 @@ class Pipeline:
                 yield stream_error_event(exc, req.request_id)
             finally:
                 opened.close()
-                self.observe(req, lookup, started, replica)
+                usage = None if self.stores(req, lookup) else usage_of_sse(previous + last)
+                self.observe(req, lookup, started, replica, usage=usage)
             if finished and storable:
                 assert lookup.entry_id is not None
                 entry_id, created = lookup.entry_id, time.time()
@@ -285,6 +296,11 @@ class Pipeline:
         headers["cache-control"] = "no-cache"
         headers["x-accel-buffering"] = "no"
         return StreamingResponse(chunks(), media_type=SSE, headers=headers)
+
+    def stores(self, req: GatewayRequest, lookup: Lookup) -> bool:
+        """Whether a complete answer to ``req`` is stored (its tokens are then counted there,
+        once per replica call even when single-flight shares it)."""
+        return self.exact is not None and lookup.entry_id is not None and req.policy.write
 
     def store(self, req: GatewayRequest, lookup: Lookup, build: Build, rag: Retrieval) -> None:
         """8. store: parse and store the answer, with its sources, in a background task; the
@@ -343,8 +359,10 @@ class Pipeline:
         replica: str | None = None,
         status: int = 200,
         span: Span | None = None,
+        usage: Usage | None = None,
     ) -> None:
-        """Metrics, the trace's request attributes and the access-log line, once per request."""
+        """Metrics, the trace's request attributes and the access-log line, once per request;
+        ``usage`` is an unstored replica answer's (a hit's comes from the stored answer)."""
         entry = lookup.answer.entry_id if lookup.answer is not None else lookup.entry_id
         record_request(
             self.metrics,
@@ -355,7 +373,7 @@ class Pipeline:
                 seconds=time.perf_counter() - started,
                 similarity=lookup.similarity,
                 entry=entry,
-                usage=lookup.answer.usage if lookup.answer is not None else None,
+                usage=lookup.answer.usage if lookup.answer is not None else usage,
                 replica=replica,
                 status=status,
             ),
