@@ -55,6 +55,9 @@ def create_app(
         lifespan=lifespan,
         docs_url=None,
         redoc_url=None,
+        # Starlette's slash redirect builds an absolute Location from the Host header the
+        # client sent; app.api.errors redirects with a path-only Location instead.
+        redirect_slashes=False,
     )
     install_error_handlers(app)
     app.router.routes.extend(openai_routes.routes)

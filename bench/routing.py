@@ -66,6 +66,7 @@ import platform
 import random
 import re
 import secrets
+import shlex
 import socket
 import statistics
 import sys
@@ -389,6 +390,7 @@ def sim_args(args: argparse.Namespace, scale: int) -> list[str]:
         "--prefill-ms-per-token", f"{args.prefill_ms_per_token:g}",
         "--decode-ms-per-token", f"{args.decode_ms_per_token:g}",
         "--max-num-seqs", str(args.max_num_seqs * scale),
+        *shlex.split(args.sim_extra),
     ]  # fmt: skip
 
 
@@ -1018,7 +1020,10 @@ def parse_args() -> argparse.Namespace:
     add("--max-num-seqs", type=int, default=6, help="running requests per replica (6)")
     add("--speed", type=float, default=2.0, help="simulated time multiplier (2)")
     add("--base-ttft-ms", type=float, default=20.0)
-    add("--prefill-ms-per-token", type=float, default=0.1)
+    # The simulator batches prefills into one step (their tokens add up), so a replica's
+    # prefill rate is 1 / prefill-ms-per-token; 0.02 keeps four replicas below saturation at
+    # 40 req/s of ~2,500-token prompts, as 0.1 did when each request slept on its own.
+    add("--prefill-ms-per-token", type=float, default=0.02)
     add("--decode-ms-per-token", type=float, default=5.0)
     add("--epsilon", type=float, default=0.25, help="ε of the bounded prefix policy (0.25)")
     add("--hot-share", type=float, default=0.5, help="share of the hot prompt (0.5)")
@@ -1046,6 +1051,12 @@ def parse_args() -> argparse.Namespace:
         default=[],
         metavar="KEY=VALUE",
         help="extra environment of the gateways (repeatable)",
+    )
+    add(
+        "--sim-extra",
+        default="",
+        help="more `deja sim` flags for every replica, e.g. a serving profile's limits "
+        "(bench/tune.py: '--max-num-batched-tokens 32768 --decode-ms-per-seq 0.03')",
     )
     add("--output", type=Path, default=RESULTS_DIR / "routing.json")
     args = parser.parse_args()

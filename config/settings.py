@@ -407,6 +407,11 @@ class Settings(BaseSettings):
         description="One JSON line per request on the deja.access logger (ids, tenant, "
         "outcome, similarity, replica, latency; never prompts or keys).",
     )
+    models_require_key: bool = Field(
+        False,
+        description="GET /v1/models needs a client key (a keys file must be set) like the "
+        "generation routes; off: anyone who reaches the port may list the models.",
+    )
     metrics_tenant_label: bool = Field(
         False,
         description="Add a tenant label to deja_requests_total (bounded by your tenant count).",
@@ -442,6 +447,11 @@ class Settings(BaseSettings):
     admin_key: SecretStr | None = Field(
         None,
         description="Bearer key for /admin. Unset: /admin is open (logged loudly at start-up).",
+    )
+    metrics_key: SecretStr | None = Field(
+        None,
+        description="Bearer key GET /metrics requires (the admin key works too); unset: open, "
+        "as Prometheus scrapers expect on a private network.",
     )
     replica_api_key: SecretStr | None = Field(
         None, description="Bearer key sent to the replicas (vLLM --api-key), if they need one."

@@ -25,6 +25,9 @@ Lower-layer exceptions (aiohttp, redis, orjson, onnxruntime, qdrant) are re-rais
     ├── RetrievalError               the corpus store failed or timed out (RAG step)
     ├── DocumentError                a file could not be ingested (unreadable, empty, too big)
     ├── DataDirInUseError            another process holds the data directory
+    ├── TuningError                  a tuning input cannot be used (CLI only, never a request)
+    │   ├── ModelConfigError         a model's config.json is unreadable or lacks a field
+    │   └── ReplicaError             a replica under test did not start, answer or report
     └── UpstreamError                talking to a replica failed
         ├── NoHealthyReplicaError    no usable replica
         ├── UpstreamUnreachableError the transport broke
@@ -59,6 +62,7 @@ __all__ = [
     "DocumentError",
     "EmbedderError",
     "InvalidRequestError",
+    "ModelConfigError",
     "ModelNotFoundError",
     "NoHealthyReplicaError",
     "NotFoundError",
@@ -67,8 +71,10 @@ __all__ = [
     "QueueFullError",
     "RateLimitError",
     "ReplicaConnectError",
+    "ReplicaError",
     "RetrievalError",
     "ThresholdStoreError",
+    "TuningError",
     "UpstreamClientError",
     "UpstreamError",
     "UpstreamServerError",
@@ -232,3 +238,16 @@ class UpstreamClientError(UpstreamError):
         self.status = status
         self.body = body
         self.headers = headers
+
+
+# --- tuning (deja tune, kv-budget, vllm-args, doctor: the CLI, never a request) ----------------
+class TuningError(DejaError):
+    """A tuning input cannot be used; the CLI prints the message as one line and exits non-zero."""
+
+
+class ModelConfigError(TuningError):
+    """A model's ``config.json`` is unreadable, not JSON, or lacks a field the arithmetic needs."""
+
+
+class ReplicaError(TuningError):
+    """A replica under test did not start, did not answer, or did not report its metrics."""

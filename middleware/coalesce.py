@@ -24,9 +24,9 @@ from deja.errors import ClientGoneError, UpstreamError
 from deja.replicas.deadline import within
 from deja.request import GatewayRequest, Outcome
 from middleware.disconnect import Disconnected, until_disconnect
-from middleware.errors import http_error
+from middleware.errors import stream_error_event
 from middleware.lookup import Lookup
-from middleware.relay import UsageChunkFilter, error_event
+from middleware.relay import UsageChunkFilter
 from middleware.replay import fresh_id, replay_json, replay_sse
 from middleware.responses import JSON, SSE, prebuilt
 from middleware.singleflight import Flight, FlightFailed, Flights, Opened, Restamp
@@ -145,9 +145,8 @@ class Consumer:
                     yield rest
             except FlightFailed as failed:
                 error = failed.error or UpstreamError("the replica's answer was cut short")
-                code = http_error(error).code or "upstream_error"
                 if not isinstance(error, ClientGoneError):
-                    yield error_event(error.message, code)
+                    yield stream_error_event(error, req.request_id)
             finally:
                 self.flights.leave(flight)
                 self.observe(req, record, started, opened.replica)

@@ -142,3 +142,28 @@ def plain_error(status: int, message: str, code: str | None = None) -> Response:
     """An OpenAI-shaped error for a status the framework decided (404/405 on unknown routes)."""
     body = {"error": {"message": message, "type": _INVALID, "param": None, "code": code}}
     return prebuilt(orjson.dumps(body), JSON, {}, status)
+
+
+#: What a client reads when a stream fails after it began: no exception text, no replica
+#: address (those go to the log, with the request id).
+_STREAM_MESSAGES: tuple[tuple[type[DejaError], str], ...] = (
+    (UpstreamTimeoutError, "The model replica stopped sending the answer in time."),
+    (UpstreamUnreachableError, "The connection to the model replica was lost mid-answer."),
+)
+_STREAM_DEFAULT = "The model replica failed while streaming the answer."
+
+
+def stream_error_event(exc: DejaError, request_id: str) -> bytes:
+    """The clean end of a stream that failed midway, in OpenAI's error shape with a public
+    message; the details are logged against ``request_id``."""
+    log.warning("stream %s ended early: %s", request_id, exc)
+    message = next((m for cls, m in _STREAM_MESSAGES if isinstance(exc, cls)), _STREAM_DEFAULT)
+    error = {
+        "error": {
+            "message": f"{message} (request {request_id})",
+            "type": http_error(exc).type,
+            "param": None,
+            "code": http_error(exc).code or "upstream_error",
+        }
+    }
+    return b"data: " + orjson.dumps(error) + b"\n\ndata: [DONE]\n\n"

@@ -35,10 +35,10 @@ from deja.temporal.rules import TemporalDetector
 from middleware.answers import with_sources
 from middleware.bypass import bypass_reason
 from middleware.disconnect import Disconnected, until_disconnect
-from middleware.errors import http_error
+from middleware.errors import http_error, stream_error_event
 from middleware.exact import exact_lookup
 from middleware.lookup import Lookup
-from middleware.relay import UsageChunkFilter, answer_from_sse, error_event, with_usage_requested
+from middleware.relay import UsageChunkFilter, answer_from_sse, with_usage_requested
 from middleware.replay import replay_json, replay_sse
 from middleware.responses import JSON as JSON_TYPE
 from middleware.responses import SSE as SSE_TYPE
@@ -49,7 +49,13 @@ from middleware.shared import SharedUpstream
 from middleware.singleflight import Flights
 from middleware.store import Build, store_answer
 from middleware.tasks import BackgroundTasks
-from middleware.telemetry import RequestRecord, record_request
+from middleware.telemetry import (
+    RequestRecord,
+    Usage,
+    record_request,
+    usage_of_json,
+    usage_of_sse,
+)
 
 SSE = "text/event-stream"
 
@@ -105,19 +111,21 @@ class Pipeline:
                 response = self.replay(req, lookup)
                 self.observe(req, lookup, started, span=span)
                 return response
-            status, replica = 500, None
+            status, replica, usage = 500, None, None
             try:
                 response = await self.upstream_step(req, lookup, disconnected, started)
                 status, replica = response.status_code, response.headers.get("x-deja-replica")
                 if response.headers.get("x-deja-cache") == Outcome.COALESCED:
                     lookup = dataclasses.replace(lookup, outcome=Outcome.COALESCED)
+                if not req.stream and not self.stores(req, lookup):  # stored: counted there
+                    usage = usage_of_json(bytes(response.body))
                 return response
             except DejaError as exc:
                 status = http_error(exc).status
                 raise
             finally:
                 if not req.stream or status != 200:
-                    self.observe(req, lookup, started, replica, status, span)
+                    self.observe(req, lookup, started, replica, status, span, usage)
                 elif span is not None:  # the stream is recorded when it ends; its span ends now
                     set_attributes(span, self.span_attributes(req, lookup, replica, status))
 
@@ -258,8 +266,10 @@ class Pipeline:
             seen = bytearray()
             usage_filter = UsageChunkFilter() if hide_usage else None
             finished = False
+            previous = last = b""  # the usage event is in the last reads
             try:
                 async for chunk in opened.chunks():
+                    previous, last = last, chunk
                     if storable:
                         seen += chunk
                     if usage_filter is not None:
@@ -271,10 +281,11 @@ class Pipeline:
                     yield rest
                 finished = True
             except UpstreamError as exc:
-                yield error_event(exc.message, http_error(exc).code or "upstream_error")
+                yield stream_error_event(exc, req.request_id)
             finally:
                 opened.close()
-                self.observe(req, lookup, started, replica)
+                usage = None if self.stores(req, lookup) else usage_of_sse(previous + last)
+                self.observe(req, lookup, started, replica, usage=usage)
             if finished and storable:
                 assert lookup.entry_id is not None
                 entry_id, created = lookup.entry_id, time.time()
@@ -291,6 +302,11 @@ class Pipeline:
         headers["cache-control"] = "no-cache"
         headers["x-accel-buffering"] = "no"
         return StreamingResponse(chunks(), media_type=SSE, headers=headers)
+
+    def stores(self, req: GatewayRequest, lookup: Lookup) -> bool:
+        """Whether a complete answer to ``req`` is stored (its tokens are then counted there,
+        once per replica call even when single-flight shares it)."""
+        return self.exact is not None and lookup.entry_id is not None and req.policy.write
 
     def store(self, req: GatewayRequest, lookup: Lookup, build: Build, rag: Retrieval) -> None:
         """8. store: parse and store the answer, with its sources, in a background task; the
@@ -365,8 +381,10 @@ class Pipeline:
         replica: str | None = None,
         status: int = 200,
         span: Span | None = None,
+        usage: Usage | None = None,
     ) -> None:
-        """Metrics, the trace's request attributes and the access-log line, once per request."""
+        """Metrics, the trace's request attributes and the access-log line, once per request;
+        ``usage`` is an unstored replica answer's (a hit's comes from the stored answer)."""
         entry = lookup.answer.entry_id if lookup.answer is not None else lookup.entry_id
         record_request(
             self.metrics,
@@ -377,7 +395,7 @@ class Pipeline:
                 seconds=time.perf_counter() - started,
                 similarity=lookup.similarity,
                 entry=entry,
-                usage=lookup.answer.usage if lookup.answer is not None else None,
+                usage=lookup.answer.usage if lookup.answer is not None else usage,
                 replica=replica,
                 status=status,
                 verifier_score=lookup.verifier_score,

@@ -161,16 +161,7 @@ def _is_usage_only(event: bytes) -> bool:
     return isinstance(chunk, dict) and chunk.get("choices") == [] and bool(chunk.get("usage"))
 
 
-_DONE = b"data: [DONE]\n\n"
-
-
 def with_usage_requested(body: dict[str, Any]) -> bytes:
     """The request body re-serialised with ``stream_options.include_usage`` on."""
     options = body.get("stream_options") or {}
     return orjson.dumps({**body, "stream_options": {**options, "include_usage": True}})
-
-
-def error_event(message: str, code: str) -> bytes:
-    """The clean end of a stream that failed midway: an error event, then ``[DONE]``."""
-    error = {"error": {"message": message, "type": "upstream_error", "param": None, "code": code}}
-    return b"data: " + orjson.dumps(error) + b"\n\n" + _DONE

@@ -46,6 +46,7 @@ async def store_answer(
         return
     if built is None:
         return
+    metrics.tokens(req.model, built.usage or {})  # the replica's answer: the tuning workload
     ttl = req.policy.ttl
     answer = dataclasses.replace(
         built,

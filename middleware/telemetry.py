@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 from opentelemetry.trace import Span
 
 from deja.observability.accesslog import AccessLog
@@ -28,6 +29,32 @@ class RequestRecord:
     verifier_score: float | None = None
 
 
+Usage = dict[str, Any]
+"""An OpenAI ``usage`` object."""
+
+
+def usage_of_json(body: bytes) -> Usage | None:
+    """``usage`` of a JSON answer (or of one SSE event's JSON), None when it has none."""
+    if b'"usage"' not in body:
+        return None
+    try:
+        answer = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None
+    usage = answer.get("usage") if isinstance(answer, dict) else None
+    return usage if isinstance(usage, dict) else None
+
+
+def usage_of_sse(tail: bytes) -> Usage | None:
+    """``usage`` of a stream from its last bytes (the usage event precedes ``[DONE]``)."""
+    at = tail.rfind(b'"usage"')
+    if at < 0:
+        return None
+    start = tail.rfind(b"data: ", 0, at)
+    end = tail.find(b"\n", at)
+    return usage_of_json(tail[start + 6 if start >= 0 else 0 : end if end >= 0 else None])
+
+
 def record_request(
     metrics: Metrics,
     span: Span | None,
@@ -37,6 +64,8 @@ def record_request(
     access_log: AccessLog | None,
 ) -> None:
     metrics.request(req.endpoint, rec.outcome, req.tenant, rec.seconds)
+    if rec.replica is not None and rec.usage and rec.outcome != "coalesced":
+        metrics.tokens(req.model, rec.usage)
     if span is not None:
         set_attributes(
             span,

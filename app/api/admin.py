@@ -30,6 +30,15 @@ from deja.replicas.pool import ReplicaMetrics
 from deja.tenancy.keyring import bearer_token
 
 
+def shows_admin_key(gateway: Gateway, authorization: str | None) -> bool:
+    """True when ``authorization`` carries the admin key (constant-time comparison)."""
+    key = gateway.settings.admin_key
+    token = bearer_token(authorization or "")
+    if key is None or not key.get_secret_value() or not token:
+        return False
+    return hmac.compare_digest(token.encode(), key.get_secret_value().encode())
+
+
 def require_admin(request: Request) -> Gateway:
     """The gateway, once the caller has shown the admin key."""
     gateway = gateway_of(request)

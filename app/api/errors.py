@@ -3,10 +3,13 @@ one mapping in ``middleware.errors``."""
 
 from __future__ import annotations
 
+from urllib.parse import quote
+
 from fastapi import FastAPI
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.routing import Match
 
 from deja.errors import DejaError
 from middleware.errors import error_response, plain_error
@@ -21,11 +24,28 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     if isinstance(exc.__cause__, DejaError):  # FastAPI's 400 around a failed body read (408)
         return error_response(exc.__cause__, f"{request.method} {request.url.path}")
     if exc.status_code == 404:
-        return plain_error(404, f"Unknown path {request.url.path}", "not_found")
+        return _without_slash(request) or plain_error(
+            404, f"Unknown path {request.url.path}", "not_found"
+        )
     if exc.status_code == 405:
         message = f"{request.method} is not allowed on {request.url.path}"
         return plain_error(405, message, "method_not_allowed")
     return plain_error(exc.status_code, str(exc.detail))
+
+
+def _without_slash(request: Request) -> Response | None:
+    """A 307 to the same path without its trailing slash when that path exists. The Location
+    is the path alone (and the query): never a host taken from the request's Host header."""
+    path = request.url.path
+    if len(path) < 2 or not path.endswith("/"):
+        return None
+    stripped = path.rstrip("/") or "/"
+    scope = {**request.scope, "path": stripped}
+    if not any(route.matches(scope)[0] != Match.NONE for route in request.app.router.routes):
+        return None
+    query = request.url.query
+    location = quote(stripped) + (f"?{query}" if query else "")
+    return Response(status_code=307, headers={"location": location})
 
 
 def install_error_handlers(app: FastAPI) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hmac
 import os
 import time
 
@@ -10,8 +11,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from app.api.admin import shows_admin_key
 from app.api.json import json_response
 from app.gateway import gateway_of
+from deja.errors import AuthenticationError
+from deja.tenancy.keyring import bearer_token
 
 
 async def healthz(request: Request) -> Response:
@@ -24,7 +28,10 @@ async def readyz(request: Request) -> Response:
     """Ready when some replica can take a request now — its last ``/health`` probe answered
     (the monitor probes every interval; nothing is probed per call) and its breaker is not
     open in its cooldown — and the exact store answers. Each replica's breaker is reported
-    beside its probe, so a replica that answers ``/health`` but fails requests shows as such."""
+    beside its probe, so a replica that answers ``/health`` but fails requests shows as such.
+
+    Replica addresses are internal: without the admin key the body says only how many replicas
+    there are and how many can take a request."""
     gateway = gateway_of(request)
     now = time.monotonic()
     replicas = {
@@ -37,8 +44,11 @@ async def readyz(request: Request) -> Response:
         }
         for r in gateway.pool.replicas
     }
-    checks: dict[str, object] = {"replicas": replicas}
-    ready = any(state["available"] for state in replicas.values())
+    available = sum(1 for state in replicas.values() if state["available"])
+    checks: dict[str, object] = {"replicas": {"total": len(replicas), "available": available}}
+    if shows_admin_key(gateway, request.headers.get("authorization")):
+        checks["replicas"] = replicas
+    ready = available > 0
     if gateway.exact is not None:  # the in-process store always answers; Redis may not
         store_ok = await gateway.exact.ping()
         checks[gateway.exact.name] = store_ok
@@ -49,8 +59,19 @@ async def readyz(request: Request) -> Response:
 
 
 async def metrics(request: Request) -> Response:
-    """Prometheus text exposition of this process's ``deja_*`` metrics."""
-    registry = gateway_of(request).metrics.registry
+    """Prometheus text exposition of this process's ``deja_*`` metrics; with
+    ``DEJA_METRICS_KEY`` set, only for that bearer key (or the admin key)."""
+    gateway = gateway_of(request)
+    required = gateway.settings.metrics_key
+    if required is not None and required.get_secret_value():
+        sent = request.headers.get("authorization")
+        token = bearer_token(sent or "")
+        ok = bool(token) and hmac.compare_digest(
+            token.encode(), required.get_secret_value().encode()
+        )
+        if not (ok or shows_admin_key(gateway, sent)):
+            raise AuthenticationError("a valid metrics bearer key is required for /metrics")
+    registry = gateway.metrics.registry
     return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
 

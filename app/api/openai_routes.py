@@ -128,7 +128,10 @@ async def completions(request: Request) -> Response:
 
 
 async def list_models(request: Request) -> Response:
+    """The models the replicas serve; with ``DEJA_MODELS_REQUIRE_KEY``, only for client keys."""
     gateway = gateway_of(request)
+    if gateway.settings.models_require_key:
+        gateway.keys.authenticate(request.headers.get("authorization"))
     if not gateway.pool.known_models():
         await gateway.discovery.refresh()
     return json_response({"object": "list", "data": gateway.pool.model_list()})

@@ -105,9 +105,13 @@ def _register_subcommands() -> None:
     from app.cli.cache import cache_group
     from app.cli.calibrate import calibrate_command
     from app.cli.corpus import corpus_group
+    from app.cli.doctor import doctor_command
     from app.cli.keys import keys_group
+    from app.cli.kv_budget import kv_budget_command
     from app.cli.sim import sim_command
     from app.cli.threshold import threshold_group
+    from app.cli.tune import tune_command
+    from app.cli.vllm_args import vllm_args_command
 
     main.add_command(sim_command)
     main.add_command(calibrate_command)
@@ -115,6 +119,10 @@ def _register_subcommands() -> None:
     main.add_command(threshold_group)
     main.add_command(keys_group)
     main.add_command(corpus_group)
+    main.add_command(tune_command)
+    main.add_command(kv_budget_command)
+    main.add_command(vllm_args_command)
+    main.add_command(doctor_command)
 
 
 _register_subcommands()

@@ -90,14 +90,20 @@ def to_png(curves: Curves) -> bytes:
         rgb = COLOURS[i % len(COLOURS)]
         for p, q in itertools.pairwise(points):
             _line(img, _xy(*p), _xy(*q), rgb)
-    raw = b"".join(b"\x00" + img[row].tobytes() for row in range(HEIGHT))
+    return encode_png(img)
+
+
+def encode_png(img: npt.NDArray[np.uint8]) -> bytes:
+    """An RGB image (height x width x 3, uint8) as PNG bytes (no imaging library)."""
+    height, width, _ = img.shape
+    raw = b"".join(b"\x00" + img[row].tobytes() for row in range(height))
 
     def chunk(kind: bytes, data: bytes) -> bytes:
         return (
             struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
         )
 
-    header = struct.pack(">IIBBBBB", WIDTH, HEIGHT, 8, 2, 0, 0, 0)
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
     return (
         b"\x89PNG\r\n\x1a\n"
         + chunk(b"IHDR", header)

@@ -36,6 +36,8 @@ LATENCY_BUCKETS = (
     30,
     60,
 )
+TOKEN_BUCKETS = tuple(float(2**k) for k in range(4, 18))
+"""16 ... 131,072 tokens: powers of two, as fine as `deja tune --from-gateway` needs."""
 SIMILARITY_BUCKETS = (
     0.5,
     0.6,
@@ -143,6 +145,20 @@ class Metrics:
             "Time to the replica's response headers",
             ["replica"],
             buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.prompt_tokens = Histogram(
+            "deja_prompt_tokens",
+            "Prompt tokens of requests answered by a replica, per model (deja tune reads it)",
+            ["model"],
+            buckets=TOKEN_BUCKETS,
+            registry=r,
+        )
+        self.completion_tokens = Histogram(
+            "deja_completion_tokens",
+            "Completion tokens of requests answered by a replica, per model",
+            ["model"],
+            buckets=TOKEN_BUCKETS,
             registry=r,
         )
         self.similarity = Histogram(
@@ -308,6 +324,14 @@ class Metrics:
         labels = (route, cache, tenant) if self.tenant_label else (route, cache)
         self._child(self.requests, *labels).inc()
         self._child(self.request_seconds, route, cache).observe(seconds)
+
+    def tokens(self, model: str, usage: dict[str, Any]) -> None:
+        """The prompt and completion lengths of one replica answer (the tuning workload)."""
+        prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
+        if isinstance(prompt, int) and prompt > 0:
+            self._child(self.prompt_tokens, model).observe(prompt)
+        if isinstance(completion, int) and completion > 0:
+            self._child(self.completion_tokens, model).observe(completion)
 
     def lookup(self, layer: str, seconds: float) -> None:
         self._child(self.lookup_seconds, layer).observe(seconds)

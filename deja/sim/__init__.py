@@ -3,7 +3,10 @@
 A standalone program: it imports nothing else from the project, and it is the one part of the
 domain package that runs its own web server (Starlette).
 
-Modules: :mod:`deja.sim.config` (``SimConfig``), :mod:`deja.sim.engine` (pure logic),
+Modules: :mod:`deja.sim.config` (``SimConfig``), :mod:`deja.sim.engine` (tokenizer, prompts,
+prefix cache, answers), :mod:`deja.sim.scheduler` (vLLM's V1 step loop), :mod:`deja.sim.cost`
+and :mod:`deja.sim.gpus` (step time, GPU profiles), :mod:`deja.sim.loop` (``SimEngine``: the
+scheduler in real time), :mod:`deja.sim.virtual` (the scheduler in simulated time),
 :mod:`deja.sim.metrics` (vLLM-named Prometheus metrics), :mod:`deja.sim.server`
 (``create_sim_app``, service routes), :mod:`deja.sim.generation` (the OpenAI endpoints),
 :mod:`deja.sim.state` (shared state, faults), :mod:`deja.sim.responses` (response bodies),

@@ -1,11 +1,11 @@
-"""Pure logic of the simulated vLLM replica: tokenizer, prompt rendering, prefix cache,
-deterministic answers and the timing model. Nothing here does I/O or sleeps.
+"""Pure logic of the simulated vLLM replica: tokenizer, prompt rendering, prefix cache and
+deterministic answers. Nothing here does I/O or sleeps; the scheduler and the step-time model
+live in :mod:`deja.sim.scheduler` and :mod:`deja.sim.cost`.
 """
 
 from __future__ import annotations
 
 import hashlib
-import math
 import random
 import re
 from collections import OrderedDict
@@ -16,24 +16,19 @@ from typing import Any
 
 import orjson
 
-from deja.sim.config import SimConfig
-
 __all__ = [
     "ANSWER_PREFIX",
     "Generation",
     "PrefixCache",
     "PromptError",
     "RenderedPrompt",
-    "SimEngine",
     "answer_digest",
     "answer_pieces",
     "answer_text",
-    "decode_seconds_per_token",
     "generate",
     "render_chat",
     "render_completion_prompts",
     "tokenize",
-    "ttft_seconds",
 ]
 
 _TOKEN_RE = re.compile(r"\w+|[^\w\s]")
@@ -230,34 +225,27 @@ class Generation:
         return len(self.pieces)
 
 
-def generate(prompt: str, max_tokens: int | None = None) -> Generation:
+def generate(prompt: str, max_tokens: int | None = None, *, ignore_eos: bool = False) -> Generation:
     """Generate the answer for ``prompt``; ``max_tokens`` truncates it to that many
     pieces (the last one without its trailing space) with ``finish_reason="length"``,
     otherwise the reason is ``"stop"``.
+
+    ``ignore_eos`` (vLLM's sampling extra, used by load generators to fix the output length)
+    keeps generating past the answer's end, repeating its last words, up to ``max_tokens``.
     """
     pieces = answer_pieces(prompt)
+    if ignore_eos and max_tokens is not None and max_tokens > len(pieces):
+        tail = [p.strip() + " " for p in pieces[-5:]]
+        extra = (tail[i % len(tail)] for i in range(max_tokens - len(pieces)))
+        pieces = [*pieces[:-1], pieces[-1].strip() + " ", *extra]
+        pieces[-1] = pieces[-1].rstrip()
+        return Generation(pieces=pieces, finish_reason="length")
     if max_tokens is not None and max_tokens < len(pieces):
         kept = pieces[: max(max_tokens, 0)]
         if kept:
             kept[-1] = kept[-1].rstrip()
         return Generation(pieces=kept, finish_reason="length")
     return Generation(pieces=pieces, finish_reason="stop")
-
-
-# --------------------------------------------------------------------------- timing
-
-
-def ttft_seconds(uncached_tokens: int, config: SimConfig) -> float:
-    """Simulated time to first token:
-    ``(base_ttft_ms + uncached_tokens * prefill_ms_per_token) / 1000 * speed``.
-    """
-    ms = config.base_ttft_ms + max(uncached_tokens, 0) * config.prefill_ms_per_token
-    return ms / 1000.0 * config.speed
-
-
-def decode_seconds_per_token(config: SimConfig) -> float:
-    """Simulated time of each token after the first: ``decode_ms_per_token / 1000 * speed``."""
-    return config.decode_ms_per_token / 1000.0 * config.speed
 
 
 # --------------------------------------------------------------------------- prefix cache
@@ -333,55 +321,3 @@ class PrefixCache:
             self._blocks.popitem(last=False)
             self.evictions += 1
         return hit_tokens
-
-
-# --------------------------------------------------------------------------- engine state
-
-
-class SimEngine:
-    """State of one simulated replica, without any I/O: its prefix cache, the counts of
-    running and waiting requests, and the KV blocks held by running requests.
-
-    KV usage follows vLLM's meaning: blocks held by *running* requests over ``kv_blocks``
-    (blocks that merely stay cached for reuse count as free). When admitting a request
-    would push the held blocks past ``kv_blocks``, one preemption is counted; the
-    simulator does not delay or recompute the request for it.
-    """
-
-    def __init__(self, config: SimConfig) -> None:
-        self.config = config
-        self.cache = PrefixCache(config.block_size, config.kv_blocks)
-        self.running = 0
-        self.waiting = 0
-        self.held_blocks = 0
-        self.num_preemptions = 0
-
-    def ttft_seconds(self, uncached_tokens: int) -> float:
-        """See :func:`ttft_seconds`."""
-        return ttft_seconds(uncached_tokens, self.config)
-
-    def decode_seconds_per_token(self) -> float:
-        """See :func:`decode_seconds_per_token`."""
-        return decode_seconds_per_token(self.config)
-
-    def blocks_for(self, num_tokens: int) -> int:
-        """KV blocks needed to hold ``num_tokens`` tokens."""
-        return math.ceil(max(num_tokens, 0) / self.config.block_size)
-
-    def hold_blocks(self, num_tokens: int) -> int:
-        """Hold the blocks of a request being admitted; returns the number of blocks to
-        pass to :meth:`release_blocks` when it ends. Counts a preemption on overflow.
-        """
-        blocks = self.blocks_for(num_tokens)
-        if self.held_blocks + blocks > self.config.kv_blocks:
-            self.num_preemptions += 1
-        self.held_blocks += blocks
-        return blocks
-
-    def release_blocks(self, blocks: int) -> None:
-        """Release blocks held by a request that ended."""
-        self.held_blocks = max(self.held_blocks - blocks, 0)
-
-    def kv_cache_usage_perc(self) -> float:
-        """Blocks held by running requests over ``kv_blocks``, clamped to 0..1."""
-        return min(self.held_blocks / self.config.kv_blocks, 1.0)

@@ -28,6 +28,7 @@ from deja.sim.engine import (
     tokenize,
 )
 from deja.sim.judge import judge_generation
+from deja.sim.loop import Ticket
 from deja.sim.responses import (
     Job,
     Kind,
@@ -37,6 +38,7 @@ from deja.sim.responses import (
     stream_chunk,
     usage_chunk,
 )
+from deja.sim.scheduler import Seq
 from deja.sim.sse import SSEResponse, SSEWriter, race_disconnect
 from deja.sim.state import SimHandlers
 
@@ -96,7 +98,9 @@ def _prompts_and_max_tokens(
     return prompts, max_tokens
 
 
-def _generation(prompt: RenderedPrompt, max_tokens: int | None, max_model_len: int) -> Generation:
+def _generation(
+    prompt: RenderedPrompt, max_tokens: int | None, max_model_len: int, ignore_eos: bool
+) -> Generation:
     length = len(prompt.token_ids)
     room = max_model_len - length
     if room < 1 or (max_tokens is not None and max_tokens > room):
@@ -108,7 +112,7 @@ def _generation(prompt: RenderedPrompt, max_tokens: int | None, max_model_len: i
             "messages or completion.",
             "max_tokens" if room >= 1 else "messages",
         )
-    return generate(prompt.text, room if max_tokens is None else max_tokens)
+    return generate(prompt.text, room if max_tokens is None else max_tokens, ignore_eos=ignore_eos)
 
 
 def parse_job(payload: Mapping[str, Any], kind: Kind, max_model_len: int) -> Job:
@@ -122,8 +126,9 @@ def parse_job(payload: Mapping[str, Any], kind: Kind, max_model_len: int) -> Job
     include_usage = stream and isinstance(options, Mapping) and options.get("include_usage") is True
     generations: list[Generation] = []
     judged = judge_generation(payload.get("messages"), max_tokens) if kind == "chat" else None
+    ignore_eos = payload.get("ignore_eos") is True
     for prompt in prompts:
-        generation = _generation(prompt, max_tokens, max_model_len)  # the length check
+        generation = _generation(prompt, max_tokens, max_model_len, ignore_eos)  # length check
         generations.extend([judged or generation] * n)
     return Job(kind, prompts, generations, n, stream, include_usage)
 
@@ -178,9 +183,10 @@ class GenerationHandlers(SimHandlers):
             return self.error(400, exc.message, param=exc.param)
         for prompt in job.prompts:
             tokens = prompt.token_ids
-            cached = self.engine.cache.lookup_and_insert(tokens)
+            cached = self.engine.lookup_prefix(tokens)
             job.prompt_tokens += len(tokens)
             job.cached_tokens += cached
+            job.prompt_cached.append(cached)
             self.metrics.record_prompt(len(tokens), cached)
         headers = {**self.replica_header, "X-Sim-Cached-Tokens": str(job.cached_tokens)}
         arrival = time.perf_counter()
@@ -204,90 +210,64 @@ class GenerationHandlers(SimHandlers):
         )
 
     @contextlib.asynccontextmanager
-    async def slot(self, total_tokens: int) -> AsyncIterator[None]:
-        """Hold one of ``max_num_seqs`` engine slots and the KV blocks of ``total_tokens``."""
-        engine = self.engine
-        engine.waiting += 1
+    async def engine_run(self, job: Job) -> AsyncIterator[Ticket]:
+        """Submit one sequence per choice to the engine; abort the unfinished ones on exit."""
+        seqs = [
+            Seq(prompt_len=len(prompt.token_ids), max_output=gen.num_tokens, cached=cached)
+            for prompt, cached, gens in job.by_prompt()
+            for gen in gens
+        ]
+        ticket = self.engine.submit(seqs)
         try:
-            await self.state.slots.acquire()
+            yield ticket
         finally:
-            engine.waiting -= 1
-        engine.running += 1
-        blocks = engine.hold_blocks(total_tokens)
-        self.metrics.sync_preemptions()
-        try:
-            yield
-        finally:
-            engine.running -= 1
-            engine.release_blocks(blocks)
-            self.state.slots.release()
+            if not ticket.done:
+                self.engine.abort(ticket)
 
-    def record_finish(self, job: Job, arrival: float, first: float | None) -> None:
-        """Observe the latency metrics and count the finished sequences of ``job``."""
-        metrics = self.metrics
-        end = time.perf_counter()
-        steps = max((g.num_tokens for g in job.generations), default=0)
-        if first is not None and steps > 1:
-            metrics.time_per_output_token.observe((end - first) / (steps - 1))
-        metrics.e2e_request_latency.observe(end - arrival)
+    def record_finish(self, job: Job, arrival: float) -> None:
+        """Observe the request latency and count the finished sequences of ``job``."""
+        self.metrics.e2e_request_latency.observe(time.perf_counter() - arrival)
         for gen in job.generations:
-            metrics.record_success(gen.finish_reason)
+            self.metrics.record_success(gen.finish_reason)
 
     async def run_blocking(self, job: Job, arrival: float, headers: dict[str, str]) -> Response:
-        """Simulate ``job``'s prefill and decode, then answer with one JSON body."""
-        engine = self.engine
-        steps = max((g.num_tokens for g in job.generations), default=0)
-        total_tokens = job.prompt_tokens + job.completion_tokens
-        first: float | None = None
-        async with self.slot(total_tokens):
-            await _maybe_sleep(engine.ttft_seconds(job.prompt_tokens - job.cached_tokens))
-            if steps:
-                first = time.perf_counter()
-                self.metrics.time_to_first_token.observe(first - arrival)
-            await _maybe_sleep(engine.decode_seconds_per_token() * max(steps - 1, 0))
-            self.metrics.generation_tokens.inc(job.completion_tokens)
-        self.record_finish(job, arrival, first)
+        """Run ``job``'s sequences through the engine, then answer with one JSON body."""
+        async with self.engine_run(job) as ticket:
+            await ticket.wait_done()
+            job.cut_to([seq.output for seq in ticket.seqs])
+        self.record_finish(job, arrival)
         return json_response(completion_body(job, self.config.model), 200, headers)
 
     def streaming(self, job: Job, arrival: float, headers: dict[str, str]) -> Response:
-        """An SSE response streaming ``job``'s tokens at the simulated decode pace."""
+        """An SSE response streaming ``job``'s tokens as the engine's steps produce them."""
         head = response_head(job.kind, self.config.model, chunk=True)
         chat = job.kind == "chat"
-        engine = self.engine
-        metrics = self.metrics
 
         def chunk(index: int, piece: str | None, finish: str | None) -> dict[str, Any]:
             return stream_chunk(head, chat, index, piece, finish)
 
         async def produce(writer: SSEWriter) -> None:
-            steps = max((g.num_tokens for g in job.generations), default=0)
-            total_tokens = job.prompt_tokens + job.completion_tokens
-            decode = engine.decode_seconds_per_token()
-            first: float | None = None
-            async with self.slot(total_tokens):
-                delay = engine.ttft_seconds(job.prompt_tokens - job.cached_tokens)
-                if delay > 0:
-                    await writer.flush()
-                    await asyncio.sleep(delay)
+            async with self.engine_run(job) as ticket:
+                await writer.flush()
                 if chat:
                     for index in range(len(job.generations)):
                         writer.event(chunk(index, None, None))
-                for step in range(steps):
-                    if step and decode > 0:
-                        await writer.flush()
-                        await asyncio.sleep(decode)
-                    emitted = 0
-                    for index, gen in enumerate(job.generations):
-                        if step < gen.num_tokens:
-                            writer.event(chunk(index, gen.pieces[step], None))
-                            emitted += 1
-                    metrics.generation_tokens.inc(emitted)
-                    if step == 0:
-                        first = time.perf_counter()
-                        metrics.time_to_first_token.observe(first - arrival)
+                sent = [0] * len(ticket.seqs)
+                while True:
+                    done = ticket.done
+                    pairs = zip(ticket.seqs, job.generations, strict=True)
+                    for index, (seq, gen) in enumerate(pairs):
+                        for piece in gen.pieces[sent[index] : seq.output]:
+                            writer.event(chunk(index, piece, None))
+                        sent[index] = max(sent[index], seq.output)
+                    if done:
+                        break
+                    await writer.flush()
+                    await ticket.wait()
+                job.cut_to(sent)
                 for index, gen in enumerate(job.generations):
                     writer.event(chunk(index, None, gen.finish_reason))
-            self.record_finish(job, arrival, first)
+            self.record_finish(job, arrival)
             if job.include_usage:
                 writer.event(usage_chunk(head, job))
             writer.done()

@@ -6,6 +6,10 @@ simulators can live in one process.
 
 from __future__ import annotations
 
+import bisect
+from collections import Counter as Tally
+from collections.abc import Iterable
+
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     CollectorRegistry,
@@ -14,8 +18,11 @@ from prometheus_client import (
     Histogram,
     generate_latest,
 )
+from prometheus_client.core import HistogramMetricFamily, Metric
+from prometheus_client.registry import Collector
 
-from deja.sim.engine import SimEngine
+from deja.sim.loop import SimEngine
+from deja.sim.scheduler import StepOutcome
 
 __all__ = ["METRICS_CONTENT_TYPE", "SimMetrics"]
 
@@ -37,6 +44,31 @@ _E2E_BUCKETS = (
 )  # fmt: skip
 
 
+class CountingHistogram(Collector):
+    """A histogram that takes many equal observations at once (one engine step gives every
+    decoding sequence the same gap): per step, one bucket search per distinct value instead of
+    one ``Histogram.observe`` per token. Exposed like a ``prometheus_client`` histogram."""
+
+    def __init__(self, name: str, doc: str, buckets: tuple[float, ...], model: str) -> None:
+        self.name, self.doc, self.model = name, doc, model
+        self.bounds = buckets
+        self.counts = [0] * (len(buckets) + 1)
+        self.total = 0.0
+
+    def observe(self, value: float, count: int = 1) -> None:
+        self.counts[bisect.bisect_left(self.bounds, value)] += count
+        self.total += value * count
+
+    def collect(self) -> Iterable[Metric]:
+        family = HistogramMetricFamily(self.name, self.doc, labels=["model_name"])
+        cumulative, buckets = 0, []
+        for bound, count in zip((*self.bounds, float("inf")), self.counts, strict=True):
+            cumulative += count
+            buckets.append((str(bound) if bound != float("inf") else "+Inf", cumulative))
+        family.add_metric([self.model], buckets, self.total)
+        return [family]
+
+
 class SimMetrics:
     """vLLM-named metrics of one simulated replica, each labelled ``model_name``.
 
@@ -45,8 +77,12 @@ class SimMetrics:
     ``vllm:prefix_cache_queries_total``, ``vllm:prefix_cache_hits_total`` (in tokens),
     ``vllm:num_preemptions_total``, ``vllm:generation_tokens_total``,
     ``vllm:prompt_tokens_total``, ``vllm:request_success_total`` (also labelled
-    ``finished_reason``). Histograms: ``vllm:time_to_first_token_seconds``,
-    ``vllm:time_per_output_token_seconds``, ``vllm:e2e_request_latency_seconds``.
+    ``finished_reason``) and, with speculative decoding on, ``vllm:spec_decode_num_drafts_total``,
+    ``vllm:spec_decode_num_draft_tokens_total``, ``vllm:spec_decode_num_accepted_tokens_total``.
+    Histograms: ``vllm:time_to_first_token_seconds``, ``vllm:inter_token_latency_seconds`` (one
+    observation per step that gave a running sequence tokens),
+    ``vllm:time_per_output_token_seconds`` (a finished sequence's mean time per token after the
+    first) and ``vllm:e2e_request_latency_seconds``.
     """
 
     def __init__(self, engine: SimEngine) -> None:
@@ -88,6 +124,18 @@ class SimMetrics:
             registry=reg,
         )
         self._model = model
+        self._define_latencies()
+        self._preemptions_seen = 0
+        self.spec: tuple[Counter, Counter, Counter] | None = None
+        if engine.config.spec_tokens:
+            self.spec = (
+                counter("vllm:spec_decode_num_drafts", "Draft proposals (simulated)."),
+                counter("vllm:spec_decode_num_draft_tokens", "Draft tokens (simulated)."),
+                counter("vllm:spec_decode_num_accepted_tokens", "Accepted drafts (simulated)."),
+            )
+        engine.observer = self
+
+    def _define_latencies(self) -> None:
         self.time_to_first_token = self._histogram(
             "vllm:time_to_first_token_seconds",
             "Time to first token, in seconds (simulated).",
@@ -95,15 +143,21 @@ class SimMetrics:
         )
         self.time_per_output_token = self._histogram(
             "vllm:time_per_output_token_seconds",
-            "Time per output token after the first, in seconds (simulated).",
+            "Mean time per output token after the first, per sequence, in seconds (simulated).",
             _TPOT_BUCKETS,
         )
+        self.inter_token_latency = CountingHistogram(
+            "vllm:inter_token_latency_seconds",
+            "Time between two token emissions of a sequence, in seconds (simulated).",
+            _TPOT_BUCKETS,
+            self._model,
+        )
+        self.registry.register(self.inter_token_latency)
         self.e2e_request_latency = self._histogram(
             "vllm:e2e_request_latency_seconds",
             "End-to-end request latency, in seconds (simulated).",
             _E2E_BUCKETS,
         )
-        self._preemptions_seen = 0
 
     def _histogram(self, name: str, doc: str, buckets: tuple[float, ...]) -> Histogram:
         """A ``model_name``-labelled histogram in this registry, its label set to our model."""
@@ -122,6 +176,31 @@ class SimMetrics:
         if new > 0:
             self.num_preemptions.inc(new)
             self._preemptions_seen += new
+
+    def observe_step(self, outcome: StepOutcome, now: float) -> None:
+        """Tokens, first-token and inter-token times of one engine step (the engine calls it)."""
+        tokens = 0
+        ttft = self.time_to_first_token.observe
+        gaps: Tally[float] = Tally()
+        for seq, count in outcome.emitted:
+            tokens += count
+            if seq.output == count:
+                ttft(now - seq.arrival)
+            else:
+                gaps[now - seq.prev_token_at] += 1
+        for gap, count in gaps.items():
+            self.inter_token_latency.observe(gap, count)
+        if tokens:
+            self.generation_tokens.inc(tokens)
+        for seq in outcome.finished:
+            if seq.output > 1:
+                mean = (seq.last_token_at - seq.first_token_at) / (seq.output - 1)
+                self.time_per_output_token.observe(mean)
+        if self.spec is not None and outcome.drafts:
+            drafts, draft_tokens, accepted = self.spec
+            drafts.inc(outcome.drafts)
+            draft_tokens.inc(outcome.draft_tokens)
+            accepted.inc(outcome.accepted_tokens)
 
     def record_success(self, finished_reason: str) -> None:
         """Count one finished sequence."""

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import orjson
@@ -43,6 +43,24 @@ class Job:
     include_usage: bool
     prompt_tokens: int = 0
     cached_tokens: int = 0
+    prompt_cached: list[int] = field(default_factory=list)
+    """Prefix-cache hit of each prompt, in tokens."""
+
+    def by_prompt(self) -> Iterator[tuple[RenderedPrompt, int, list[Generation]]]:
+        """Each prompt with its cache hit and its ``n`` generations."""
+        for i, prompt in enumerate(self.prompts):
+            cached = self.prompt_cached[i] if i < len(self.prompt_cached) else 0
+            yield prompt, cached, self.generations[i * self.n : (i + 1) * self.n]
+
+    def cut_to(self, outputs: list[int]) -> None:
+        """Keep only the tokens the engine produced (a sequence cut short because it could
+        not fit in the KV cache ends early, with ``finish_reason="length"``)."""
+        for i, (gen, produced) in enumerate(zip(self.generations, outputs, strict=True)):
+            if produced < gen.num_tokens:
+                pieces = gen.pieces[:produced]
+                if pieces:
+                    pieces[-1] = pieces[-1].rstrip()
+                self.generations[i] = Generation(pieces=pieces, finish_reason="length")
 
     @property
     def completion_tokens(self) -> int:

@@ -21,8 +21,8 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from deja.sim.config import SimConfig
-from deja.sim.engine import SimEngine
 from deja.sim.generation import GenerationHandlers
+from deja.sim.loop import SimEngine
 from deja.sim.metrics import METRICS_CONTENT_TYPE, SimMetrics
 from deja.sim.responses import json_response
 from deja.sim.state import FaultSettings, SimHandlers, SimState

@@ -7,7 +7,6 @@ and :mod:`deja.sim.server`).
 
 from __future__ import annotations
 
-import asyncio
 import random
 import time
 from dataclasses import dataclass, field
@@ -16,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.responses import Response
 
 from deja.sim.config import SimConfig
-from deja.sim.engine import SimEngine
+from deja.sim.loop import SimEngine
 from deja.sim.metrics import SimMetrics
 from deja.sim.responses import error_body, json_response
 
@@ -44,10 +43,6 @@ class SimState:
     faults: FaultSettings
     rng: random.Random
     created: int = field(default_factory=lambda: int(time.time()))
-    slots: asyncio.Semaphore = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.slots = asyncio.Semaphore(self.config.max_num_seqs)
 
 
 class SimHandlers:

@@ -91,5 +91,6 @@ async def test_metrics_after_exact_semantic_miss_and_bypass(
             "reason",
             "kind",
             "action",
+            "model",  # token histograms: only models a replica served (unknown ones are 404s)
             "le",
         }, name

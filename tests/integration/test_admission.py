@@ -236,6 +236,9 @@ async def test_a_slow_or_short_body_gets_408_and_the_connection_is_closed(
             ).status_code == 200
 
 
+ADMIN = {"authorization": "Bearer adm"}
+
+
 async def set_faults(cluster: SimCluster, **faults: Any) -> None:
     async with httpx.AsyncClient() as http:
         for sim in cluster.urls:
@@ -246,13 +249,16 @@ async def test_half_open_breakers_hold_requests_for_their_probe_instead_of_refus
     two_fast: SimCluster, make_gateway: Any
 ) -> None:
     async with (
-        make_gateway(replicas=two_fast.urls, replica_cooldown_seconds=0.5) as (url, _),
+        make_gateway(replicas=two_fast.urls, replica_cooldown_seconds=0.5, admin_key="adm") as (
+            url,
+            _,
+        ),
         httpx.AsyncClient(timeout=10, limits=httpx.Limits(max_connections=100)) as http,
     ):
         await set_faults(two_fast, error_rate=1.0, error_status=503)
         status, _, _ = await post(http, url, body())
         assert status == 502  # both replicas answered 503: both breakers are open now
-        ready = await http.get(url + "/readyz")
+        ready = await http.get(url + "/readyz", headers=ADMIN)  # the admin key: the details
         assert ready.status_code == 503  # not ready, and says why
         assert {r["breaker"] for r in ready.json()["replicas"].values()} == {"open"}
         assert all(r["healthy"] for r in ready.json()["replicas"].values())
@@ -262,7 +268,7 @@ async def test_half_open_breakers_hold_requests_for_their_probe_instead_of_refus
         statuses = [s for s, _, _ in results]
         assert statuses == [200] * 80  # was: 2 probes through, 78 instant 503s
         assert time.monotonic() - started < 5.0  # they waited out the 0.5 s cooldown, no more
-        ready = await http.get(url + "/readyz")
+        ready = await http.get(url + "/readyz", headers=ADMIN)
         assert ready.status_code == 200
         states = ready.json()["replicas"].values()
         assert "closed" in {r["breaker"] for r in states}  # a probe succeeded and closed it

@@ -6,21 +6,17 @@ import hashlib
 
 import pytest
 
-from deja.sim.config import SimConfig
 from deja.sim.engine import (
     ANSWER_PREFIX,
     PrefixCache,
     PromptError,
-    SimEngine,
     answer_digest,
     answer_pieces,
     answer_text,
-    decode_seconds_per_token,
     generate,
     render_chat,
     render_completion_prompts,
     tokenize,
-    ttft_seconds,
 )
 
 
@@ -140,25 +136,9 @@ def test_generate_truncates_with_length() -> None:
     assert generate("p", max_tokens=full.num_tokens).finish_reason == "stop"
 
 
-def test_timing_model() -> None:
-    config = SimConfig(base_ttft_ms=10, prefill_ms_per_token=0.5, decode_ms_per_token=4)
-    assert ttft_seconds(100, config) == pytest.approx(0.06)
-    assert decode_seconds_per_token(config) == pytest.approx(0.004)
-    double = config.model_copy(update={"speed": 2.0})
-    assert ttft_seconds(100, double) == pytest.approx(0.12)
-    assert decode_seconds_per_token(double) == pytest.approx(0.008)
-    zero = config.model_copy(update={"speed": 0.0})
-    assert ttft_seconds(100, zero) == 0.0
-    assert decode_seconds_per_token(zero) == 0.0
-    assert SimEngine(config).ttft_seconds(0) == pytest.approx(0.01)
-
-
-def test_engine_kv_usage_and_preemptions() -> None:
-    engine = SimEngine(SimConfig(block_size=4, kv_blocks=10))
-    held = engine.hold_blocks(17)  # 5 blocks
-    assert held == 5 and engine.kv_cache_usage_perc() == pytest.approx(0.5)
-    second = engine.hold_blocks(24)  # 6 more: over budget
-    assert engine.num_preemptions == 1 and engine.kv_cache_usage_perc() == 1.0
-    engine.release_blocks(held)
-    engine.release_blocks(second)
-    assert engine.kv_cache_usage_perc() == 0.0
+def test_generate_ignore_eos_runs_to_max_tokens() -> None:
+    natural = generate("p").num_tokens
+    long = generate("p", max_tokens=natural + 50, ignore_eos=True)
+    assert long.num_tokens == natural + 50 and long.finish_reason == "length"
+    assert long.text.startswith(answer_text("p")) and not long.text.endswith(" ")
+    assert generate("p", max_tokens=3, ignore_eos=True).num_tokens == 3
