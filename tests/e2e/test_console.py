@@ -10,15 +10,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import time
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import pytest
-from playwright.async_api import Browser, Page, Request, Route, async_playwright, expect
+from playwright.async_api import Browser, Page, async_playwright, expect
 
 from deja.sim.runner import SimCluster
 from tests.e2e.console_support import (
@@ -271,91 +269,49 @@ async def test_the_corpora_tab_says_when_there_are_no_corpora(console: Console) 
     await console.shot("corpora-empty")
 
 
-class CorpusContract:
-    """The corpus admin API's answers as its branch defines them (``app/api/admin_corpus.py``,
-    issue 11), served by the browser's router until that API is merged here; it records what
-    the page sends, which is what this test checks."""
-
-    def __init__(self) -> None:
-        self.seen: list[tuple[str, str, dict[str, str], bytes | None]] = []
-
-    async def __call__(self, route: Route, request: Request) -> None:
-        url = urlsplit(request.url)
-        self.seen.append(
-            (request.method, url.path + "?" + url.query, request.headers, request.post_data_buffer)
-        )
-        doc = {
-            "corpus": "handbook",
-            "version": 2,
-            "chunks": 6,
-            "title": "Install",
-            "format": "markdown",
-            "bytes": 2048,
-            "ingested_at": time.time(),
-            "content_hash": "ab" * 32,
-            "source": "",
-            "metadata": {},
-        }
-        if request.method == "GET" and url.path == "/admin/corpora":
-            body: Any = {
-                "tenant": "default",
-                "corpora": [{"name": "handbook", "documents": 2, "chunks": 9}],
+async def test_the_corpora_tab_lists_re_ingests_and_removes_documents(
+    browser: Browser, sims: SimCluster, make_gateway: Any
+) -> None:
+    """Against the real corpus API: what the page lists, uploads and removes is what the
+    gateway then holds."""
+    async with make_gateway(replicas=sims.urls, **SETTINGS, corpora_enabled=True) as (url, app):
+        env = Env(url, app)
+        admin = {"authorization": f"Bearer {ADMIN_KEY}", "content-type": "text/markdown"}
+        for document, text in (
+            ("guide/install.md", "# Install\n\nRun `make run`.\n"),
+            ("faq.md", "# FAQ\n\nAsk the gateway.\n"),
+        ):
+            reply = await env.http.put(
+                f"/admin/corpora/handbook/documents/{document}", content=text, headers=admin
+            )
+            assert reply.status_code == 200, reply.text
+        console = await console_at(browser, env, DESKTOP)
+        page = console.page
+        try:
+            await signed_in(console, "corpora")
+            await page.locator("tr[data-corpus=handbook] button").click()
+            install = page.locator("tr[data-document='guide/install.md']")
+            await expect(install).to_contain_text("Install")
+            await expect(page.locator("tr[data-document='faq.md']")).to_be_visible()
+            await console.shot("corpora")
+            upload = {
+                "name": "install.md",
+                "mimeType": "text/markdown",
+                "buffer": b"# Install\n\nRun `make run`, then open the console.\n",
             }
-        elif request.method == "GET":
-            body = {
-                "tenant": "default",
-                "corpus": "handbook",
-                "documents": [
-                    {**doc, "document": "guide/install.md"},
-                    {**doc, "document": "faq.md", "version": 1, "chunks": 3, "title": "FAQ"},
-                ],
-            }
-        elif request.method == "PUT":
-            body = {
-                "tenant": "default",
-                "corpus": "handbook",
-                "document": "guide/install.md",
-                "status": "updated",
-                "version": 3,
-                "old_version": 2,
-                "chunks": 7,
-            }
-        else:
-            body = {
-                "tenant": "default",
-                "corpus": "handbook",
-                "document": "faq.md",
-                "version": 1,
-                "chunks": 3,
-                "invalidated": 4,
-            }
-        await route.fulfill(json=body)
-
-
-async def test_the_corpora_tab_lists_re_ingests_and_removes_documents(console: Console) -> None:
-    contract = CorpusContract()
-    page = console.page
-    await page.route("**/admin/corpora**", contract)
-    await signed_in(console, "corpora")
-    await page.locator("tr[data-corpus=handbook] button").click()
-    install = page.locator("tr[data-document='guide/install.md']")
-    await expect(install).to_contain_text("Install")
-    await expect(page.locator("tr[data-document='faq.md']")).to_be_visible()
-    await console.shot("corpora")
-    upload = {"name": "install.md", "mimeType": "text/markdown", "buffer": b"# Install\nRun it."}
-    await install.locator("input[type=file]").set_input_files(files=[upload])  # type: ignore[list-item]
-    await expect(page.locator(".toast")).to_contain_text("version 3")
-    faq = page.locator("tr[data-document='faq.md']")
-    await faq.get_by_role("button", name="Remove…").click()
-    await faq.get_by_role("button", name="Confirm remove").click()
-    await expect(page.locator(".toast", has_text="4 cached answers")).to_be_visible()
-    sent = {(m, p): (h, b) for m, p, h, b in contract.seen}
-    headers, body = sent[
-        ("PUT", "/admin/corpora/handbook/documents/guide/install.md?tenant=default")
-    ]
-    assert body == b"# Install\nRun it." and headers["content-type"] == "text/markdown"
-    assert ("DELETE", "/admin/corpora/handbook/documents/faq.md?tenant=default") in sent
-    assert all(h["authorization"] == f"Bearer {ADMIN_KEY}" for h, _ in sent.values())
+            await install.locator("input[type=file]").set_input_files(files=[upload])  # type: ignore[list-item]
+            await expect(page.locator(".toast")).to_contain_text("version 2")
+            faq = page.locator("tr[data-document='faq.md']")
+            await faq.get_by_role("button", name="Remove…").click()
+            await faq.get_by_role("button", name="Confirm remove").click()
+            await expect(page.locator(".toast", has_text="cached answers")).to_be_visible()
+            assert console.errors == [], console.errors
+        finally:
+            await page.context.close()
+        listing = await env.http.get("/admin/corpora/handbook/documents", headers=admin)
+        versions = {d["document"]: d["version"] for d in listing.json()["documents"]}
+        assert versions == {"guide/install.md": 2}  # re-ingested, and faq.md removed
+        await env.close()
 
 
 async def test_a_gateway_without_an_admin_key_says_so_at_sign_in(
