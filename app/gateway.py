@@ -125,9 +125,7 @@ class Gateway:
         if settings.redis_url and settings.cache_enabled:
             redis = connect_redis(settings.redis_url, timeout=settings.redis_timeout_seconds)
             stack.push_async_callback(redis.aclose)
-        exact = exact_store(settings, redis)
-        if exact is not None:
-            stack.push_async_callback(exact.close)
+        exact = await exact_store(stack, settings, redis)
         parts = await SemanticParts.open(stack, settings, metrics, tracing, exact, replicas)
         thresholds = parts.thresholds(settings, metrics)
         background = BackgroundTasks()

@@ -14,8 +14,11 @@ from qdrant_client import AsyncQdrantClient
 
 from config.settings import Settings
 from deja.cache.exact.base import ExactStore
+from deja.cache.exact.disk import FILE_NAME as DISK_FILE
+from deja.cache.exact.disk import SqliteExactStore
 from deja.cache.exact.memory import MemoryExactStore
 from deja.cache.exact.redis import RedisExactStore
+from deja.cache.exact.tiered import TieredExactStore
 from deja.embedding.base import Embedder
 from deja.errors import VerifierError
 from deja.observability.metrics import Metrics
@@ -107,9 +110,13 @@ def temporal_detector(settings: Settings) -> TemporalDetector | None:
 
 
 def uses_data_dir_exclusively(settings: Settings) -> bool:
-    """True when this process would open single-writer files under ``data_dir`` (the embedded
-    Qdrant Edge store)."""
-    return settings.cache_enabled and settings.semantic_enabled and not settings.qdrant_url
+    """True when this process would open files under ``data_dir`` that one process must own:
+    Qdrant Edge (single-writer) or the exact store on disk (its in-process tier would not see
+    another process's deletes)."""
+    if not settings.cache_enabled:
+        return False
+    disk_exact = not settings.redis_url and settings.exact_store == "disk"
+    return disk_exact or (settings.semantic_enabled and not settings.qdrant_url)
 
 
 async def replica_urls(stack: AsyncExitStack, settings: Settings) -> tuple[list[str], bool]:
@@ -132,18 +139,35 @@ async def replica_urls(stack: AsyncExitStack, settings: Settings) -> tuple[list[
     return list(cluster.urls), True
 
 
-def exact_store(settings: Settings, redis: aioredis.Redis | None) -> ExactStore | None:
+async def exact_store(
+    stack: AsyncExitStack, settings: Settings, redis: aioredis.Redis | None
+) -> ExactStore | None:
+    """Redis when configured, else the embedded store ``exact_store`` names (opened, with its
+    close registered on ``stack``)."""
     if not settings.cache_enabled:
         return None
+    store: ExactStore
     if redis is not None:
-        return RedisExactStore(
+        store = RedisExactStore(
             redis,
             timeout=settings.redis_timeout_seconds,
             retry_seconds=settings.redis_retry_seconds,
         )
-    return MemoryExactStore(
+        stack.push_async_callback(store.close)
+        return store
+    memory = MemoryExactStore(
         max_entries=settings.memory_cache_max_entries, max_bytes=settings.memory_cache_max_bytes
     )
+    if settings.exact_store == "memory":
+        stack.push_async_callback(memory.close)
+        return memory
+    disk = SqliteExactStore(
+        settings.data_dir / DISK_FILE, sweep_seconds=settings.exact_sweep_seconds
+    )
+    tiered = TieredExactStore(memory, disk)
+    await tiered.open()
+    stack.push_async_callback(tiered.close)
+    return tiered
 
 
 def load_embedder(settings: Settings) -> Embedder:

@@ -220,6 +220,11 @@ class Metrics:
         self.semantic_errors = Counter(
             "deja_semantic_errors", "Semantic lookups skipped, by kind", ["kind"], registry=r
         )
+        self.semantic_orphans = Counter(
+            "deja_semantic_orphans",
+            "Semantic neighbours whose answer was gone from the exact store (their point deleted)",
+            registry=r,
+        )
         self.admin_actions = Counter(
             "deja_admin_actions", "Admin API actions", ["action"], registry=r
         )

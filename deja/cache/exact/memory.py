@@ -54,7 +54,7 @@ class MemoryExactStore:
         self._data.move_to_end(key)
         return answer
 
-    async def set(self, key: str, answer: CachedAnswer, ttl: int) -> None:
+    async def set(self, key: str, answer: CachedAnswer, ttl: float) -> None:
         size = len(answer.to_bytes())
         if size > self._max_bytes:
             return
