@@ -47,6 +47,7 @@ from deja.tenancy.thresholds import (
     ThresholdStore,
     follow,
 )
+from middleware.memo import RequestMemo
 from middleware.pipeline import Observability, Pipeline
 from middleware.tasks import BackgroundTasks
 
@@ -142,6 +143,7 @@ class Gateway:
             prefix=prefix,
             observability=Observability(metrics, tracing, access_log),
             background=background,
+            memo=RequestMemo(settings.request_memo_entries),
         )
         return cls(
             settings=settings,

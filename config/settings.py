@@ -145,6 +145,13 @@ class Settings(BaseSettings):
         description="Byte bound of the in-process exact tier (or store).",
     )
 
+    request_memo_entries: int = Field(
+        4096,
+        ge=0,
+        description="Byte-identical requests remembered with their validated form and exact "
+        "key (never their answer), so a repeat skips parsing and hashing; 0 = off.",
+    )
+
     # --- semantic cache ------------------------------------------------------------------------
     semantic_enabled: bool = Field(
         True, description="Answer paraphrases from cache (needs cache_enabled)."

@@ -15,6 +15,7 @@ from starlette.responses import Response, StreamingResponse
 
 from deja.cache.entry import CachedAnswer, answer_from_json
 from deja.cache.exact.base import ExactStore
+from deja.cache.keys import cache_key
 from deja.errors import DejaError, UpstreamError
 from deja.observability.accesslog import AccessLog
 from deja.observability.metrics import Metrics
@@ -29,11 +30,12 @@ from middleware.disconnect import Disconnected, until_disconnect
 from middleware.errors import http_error
 from middleware.exact import exact_lookup
 from middleware.lookup import Lookup
+from middleware.memo import Prepared, RequestMemo
 from middleware.relay import UsageChunkFilter, answer_from_sse, error_event, with_usage_requested
 from middleware.replay import replay_json, replay_sse
 from middleware.responses import JSON as JSON_TYPE
 from middleware.responses import SSE as SSE_TYPE
-from middleware.responses import prebuilt
+from middleware.responses import prebuilt, prebuilt_raw
 from middleware.semantic import SemanticStep
 from middleware.store import Build, store_answer
 from middleware.tasks import BackgroundTasks
@@ -65,6 +67,7 @@ class Pipeline:
         prefix: PrefixConfig | None = None,
         observability: Observability | None = None,
         background: BackgroundTasks | None = None,
+        memo: RequestMemo | None = None,
     ) -> None:
         self.exact = exact
         self.upstream = upstream
@@ -76,11 +79,17 @@ class Pipeline:
         self.tracing = self.obs.tracing
         self.stats = self.obs.stats
         self.background = background or BackgroundTasks()
+        #: Byte-identical requests → their ``Prepared`` (filled by the API layer).
+        self.memo = memo if memo is not None else RequestMemo(0)
 
-    async def handle(self, req: GatewayRequest, disconnected: Disconnected) -> Response:
+    async def handle(
+        self, req: GatewayRequest, disconnected: Disconnected, prepared: Prepared | None = None
+    ) -> Response:
+        """Answer ``req``; ``prepared`` is what ``prepare`` derived from it (memoised by the
+        caller for byte-identical requests), computed here when not given."""
         started = time.perf_counter()
         with self.tracing.request_span("deja.request") as span:
-            lookup = await self.lookup(req)
+            lookup = await self.lookup(req, prepared or self.prepare(req))
             self.stats.record(req.tenant, lookup.outcome)
             if lookup.answer is not None:
                 response = self.replay(req, lookup)
@@ -98,14 +107,23 @@ class Pipeline:
                 if not req.stream or status != 200:
                     self.observe(req, lookup, started, replica, status, span)
 
-    async def lookup(self, req: GatewayRequest) -> Lookup:
-        """Steps 1-4. 1. policy: ``req.policy`` was parsed from the headers at the API boundary."""
+    def prepare(self, req: GatewayRequest) -> Prepared:
+        """What steps 2 and 3 derive from the request alone, so a byte-identical request can
+        reuse it (``middleware.memo``): the bypass reason and the exact key."""
         reason = self.bypass(req)
+        entry_id = None
+        if reason is None and self.exact is not None and req.cache and req.cacheable:
+            entry_id = cache_key(req.tenant, req.endpoint, req.body, req.namespace)
+        return Prepared(req, entry_id, reason)
+
+    async def lookup(self, req: GatewayRequest, prepared: Prepared) -> Lookup:
+        """Steps 1-4. 1. policy: ``req.policy`` was parsed from the headers at the API boundary."""
+        reason = prepared.bypass
         if reason is not None:
             self.metrics.count(self.metrics.bypasses, reason)
             return Lookup(Outcome.BYPASS, None, bypass=reason)
         with self.tracing.span("deja.exact"):
-            lookup = await exact_lookup(self.exact, req, self.metrics)
+            lookup = await exact_lookup(self.exact, req, prepared.entry_id, self.metrics)
         if lookup.answer is not None or self.semantic is None:
             return lookup
         with self.tracing.span("deja.semantic"):
@@ -125,20 +143,20 @@ class Pipeline:
         tokens = (answer.usage or {}).get("completion_tokens")
         if isinstance(tokens, int):
             self.metrics.served_from_cache(tokens, self.upstream.pool.seconds_per_token())
-        headers = {
-            "x-deja-cache": lookup.outcome.value,
-            "x-deja-entry": answer.entry_id,
-            "age": str(int(answer.age(time.time()))),
-            "x-request-id": req.request_id,
-        }
+        headers = [
+            (b"x-deja-cache", lookup.outcome.value.encode()),
+            (b"x-deja-entry", answer.entry_id.encode()),
+            (b"age", b"%d" % answer.age(time.time())),
+            (b"x-request-id", req.request_id.encode("latin-1")),
+        ]
         if lookup.similarity is not None:
-            headers["x-deja-similarity"] = f"{lookup.similarity:.4f}"
+            headers.append((b"x-deja-similarity", b"%.4f" % lookup.similarity))
         if lookup.verifier_score is not None:
-            headers["x-deja-verifier-score"] = f"{lookup.verifier_score:.4f}"
+            headers.append((b"x-deja-verifier-score", b"%.4f" % lookup.verifier_score))
         if req.stream:
             body = replay_sse(answer, model=req.model, include_usage=req.include_usage)
-            return prebuilt(body, SSE_TYPE, headers)
-        return prebuilt(replay_json(answer, model=req.model), JSON_TYPE, headers)
+            return prebuilt_raw(body, SSE_TYPE, headers)
+        return prebuilt_raw(replay_json(answer, model=req.model), JSON_TYPE, headers)
 
     def route(self, req: GatewayRequest) -> str | None:
         """5. route: the client's X-Prefix-Hash, else the hash of the prompt's static prefix."""
