@@ -17,8 +17,10 @@ from deja.cache.exact.base import ExactStore
 from deja.cache.exact.disk import FILE_NAME as DISK_FILE
 from deja.cache.exact.disk import SqliteExactStore
 from deja.cache.exact.memory import MemoryExactStore
+from deja.cache.exact.redis import KEY_PREFIX as REDIS_KEY_PREFIX
 from deja.cache.exact.redis import RedisExactStore
 from deja.cache.exact.tiered import TieredExactStore
+from deja.cache.exact.tracking import TrackedTier
 from deja.embedding.base import Embedder
 from deja.errors import VerifierError
 from deja.observability.metrics import Metrics
@@ -146,18 +148,22 @@ async def exact_store(
     close registered on ``stack``)."""
     if not settings.cache_enabled:
         return None
-    store: ExactStore
-    if redis is not None:
-        store = RedisExactStore(
-            redis,
-            timeout=settings.redis_timeout_seconds,
-            retry_seconds=settings.redis_retry_seconds,
-        )
-        stack.push_async_callback(store.close)
-        return store
     memory = MemoryExactStore(
         max_entries=settings.memory_cache_max_entries, max_bytes=settings.memory_cache_max_bytes
     )
+    if redis is not None:
+        tracking = None
+        if settings.redis_client_cache:
+            tracking = TrackedTier(redis, prefix=REDIS_KEY_PREFIX, tier=memory)
+        remote = RedisExactStore(
+            redis,
+            timeout=settings.redis_timeout_seconds,
+            retry_seconds=settings.redis_retry_seconds,
+            tracking=tracking,
+        )
+        await remote.open()
+        stack.push_async_callback(remote.close)
+        return remote
     if settings.exact_store == "memory":
         stack.push_async_callback(memory.close)
         return memory

@@ -118,6 +118,11 @@ class Settings(BaseSettings):
         description="Redis URL for the exact cache (and the shared θ store); unset = the "
         "embedded store chosen by exact_store.",
     )
+    redis_client_cache: bool = Field(
+        True,
+        description="Keep answers read from Redis in a bounded in-process tier (the memory_cache "
+        "bounds) that Redis keeps coherent across processes (CLIENT TRACKING invalidations).",
+    )
     exact_store: Literal["disk", "memory"] = Field(
         "disk",
         description="The exact cache without Redis: disk = SQLite under data_dir with a bounded "
