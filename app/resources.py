@@ -160,6 +160,7 @@ async def exact_store(
             timeout=settings.redis_timeout_seconds,
             retry_seconds=settings.redis_retry_seconds,
             tracking=tracking,
+            auto_pipeline=settings.redis_auto_pipeline,
         )
         await remote.open()
         stack.push_async_callback(remote.close)

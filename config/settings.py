@@ -123,6 +123,11 @@ class Settings(BaseSettings):
         description="Keep answers read from Redis in a bounded in-process tier (the memory_cache "
         "bounds) that Redis keeps coherent across processes (CLIENT TRACKING invalidations).",
     )
+    redis_auto_pipeline: bool = Field(
+        True,
+        description="Send the exact-cache reads that reach Redis in one event-loop turn as one "
+        "MGET (auto-pipelining).",
+    )
     exact_store: Literal["disk", "memory"] = Field(
         "disk",
         description="The exact cache without Redis: disk = SQLite under data_dir with a bounded "

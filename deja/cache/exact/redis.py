@@ -13,7 +13,9 @@ off for ``retry_seconds``.
 With ``tracking`` (a :class:`TrackedTier`), answers read from Redis are kept in a bounded
 in-process tier that Redis keeps coherent across processes (``deja.cache.exact.tracking``), so
 most hits never leave the process. Hit counts are summed in memory and written every
-``FLUSH_SECONDS`` in one pipeline (``INCRBY``), not one round trip per hit.
+``FLUSH_SECONDS`` in one pipeline (``INCRBY``), not one round trip per hit. With
+``auto_pipeline``, the reads that do reach Redis in one event-loop turn leave as one ``MGET``
+(``deja.cache.exact.pipelining``).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from redis.exceptions import RedisError
 
 from deja.cache.entry import CachedAnswer
 from deja.cache.exact.base import StoredEntry
+from deja.cache.exact.pipelining import GetBatcher
 from deja.cache.exact.tracking import TrackedTier
 from deja.errors import CacheUnavailableError, describe
 from deja.observability.outage import Outage
@@ -75,6 +78,7 @@ class RedisExactStore:
         timeout: float,
         retry_seconds: float,
         tracking: TrackedTier | None = None,
+        auto_pipeline: bool = False,
     ) -> None:
         self._client = client
         self._timeout = timeout
@@ -84,6 +88,7 @@ class RedisExactStore:
             log, "redis failed, exact cache off for now", "redis is reachable again, cache back on"
         )
         self.tracking = tracking
+        self._batcher = GetBatcher(self._mget) if auto_pipeline else None
         self._hits: dict[str, int] = {}
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -127,11 +132,19 @@ class RedisExactStore:
         self._check_open()
         try:
             async with asyncio.timeout(self._timeout):
-                value = await self._client.get(KEY_PREFIX + key)
+                value: bytes | str | None
+                if self._batcher is not None:
+                    value = await self._batcher.get(key)
+                else:
+                    value = await self._client.get(KEY_PREFIX + key)
         except (RedisError, OSError, TimeoutError) as exc:
             raise self._failed("get", exc) from exc
         self._recovered()
         return CachedAnswer.from_bytes(value) if isinstance(value, bytes) else None
+
+    async def _mget(self, keys: list[str]) -> list[bytes | None]:
+        values = await self._client.mget([KEY_PREFIX + k for k in keys])
+        return [v if isinstance(v, bytes) else None for v in values]
 
     async def set(self, key: str, answer: CachedAnswer, ttl: int) -> None:
         self._check_open()
