@@ -32,7 +32,7 @@ from middleware.exact import exact_lookup
 from middleware.lookup import Lookup
 from middleware.memo import Prepared, RequestMemo
 from middleware.relay import UsageChunkFilter, answer_from_sse, error_event, with_usage_requested
-from middleware.replay import replay_json, replay_sse
+from middleware.replay import JsonReplay, replay_sse
 from middleware.responses import JSON as JSON_TYPE
 from middleware.responses import SSE as SSE_TYPE
 from middleware.responses import prebuilt, prebuilt_raw
@@ -79,6 +79,7 @@ class Pipeline:
         self.tracing = self.obs.tracing
         self.stats = self.obs.stats
         self.background = background or BackgroundTasks()
+        self.replay_json = JsonReplay()
         #: Byte-identical requests → their ``Prepared`` (filled by the API layer).
         self.memo = memo if memo is not None else RequestMemo(0)
 
@@ -156,7 +157,7 @@ class Pipeline:
         if req.stream:
             body = replay_sse(answer, model=req.model, include_usage=req.include_usage)
             return prebuilt_raw(body, SSE_TYPE, headers)
-        return prebuilt_raw(replay_json(answer, model=req.model), JSON_TYPE, headers)
+        return prebuilt_raw(self.replay_json(answer, model=req.model), JSON_TYPE, headers)
 
     def route(self, req: GatewayRequest) -> str | None:
         """5. route: the client's X-Prefix-Hash, else the hash of the prompt's static prefix."""
