@@ -25,6 +25,7 @@ import argparse
 import json
 import shutil
 import socket
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -194,20 +195,34 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     figures: dict[str, Any] = {"runs": {r.label: r.as_dict() for r in results}}
     figures["rounds"] = [[r.as_dict() for r in target] for target in runs]
     print()
+    # Per-round tails: one disturbed round (another process on the server's CPU) inflates the
+    # combined p99; the median over rounds shows what a quiet round looked like.
+    round_tails = {
+        t.label: statistics.median(ratio(r.p99_ms, r.p50_ms) for r in target)
+        for t, target in zip(targets, runs, strict=True)
+    }
     for name in [r.label for r in results if r.label != "memory"]:
         got = by_name[name]
         rps = ratio(got.rps, memory.rps)
         cpu = ratio(memory.cpu_us_per_request("memory"), got.cpu_us_per_request(name))
         tail = ratio(got.p99_ms, got.p50_ms)
-        figures[name] = {"rps_over_memory": rps, "cpu_memory_over_this": cpu, "p99_over_p50": tail}
-        line = f"  {name:>15}: req/s {rps:.3f}x memory, CPU/req memory/this {cpu:.3f}"
-        line += f", p99/p50 {tail:.2f}"
+        figures[name] = {
+            "rps_over_memory": rps,
+            "cpu_memory_over_this": cpu,
+            "p99_over_p50": tail,
+            "median_round_p99_over_p50": round_tails[name],
+        }
+        line = f"  {name:>16}: req/s {rps:.3f}x memory, CPU/req memory/this {cpu:.3f}"
+        line += f", p99/p50 {tail:.2f} (median round {round_tails[name]:.2f})"
         if name.startswith("redis"):
             ok = rps >= RATIO_TARGET and tail <= TAIL_TARGET
             line += f"  (target >= {RATIO_TARGET}x and p99 <= {TAIL_TARGET}x p50: {verdict(ok)})"
             figures[name]["meets_target"] = ok
         print(line)
-    print(f"  memory p99/p50: {ratio(memory.p99_ms, memory.p50_ms):.2f}")
+    print(
+        f"  {'memory':>16}: p99/p50 {ratio(memory.p99_ms, memory.p50_ms):.2f} "
+        f"(median round {round_tails['memory']:.2f})"
+    )
     return figures
 
 
