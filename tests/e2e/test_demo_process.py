@@ -155,9 +155,11 @@ def ask_until_stored(client: openai.OpenAI, model: str) -> None:
     raise AssertionError("the answer was never stored")
 
 
-def restarted(env: dict[str, str], before: Callable[[openai.OpenAI, str], None]) -> str:
-    """Run a demo gateway, call ``before``, stop it, start it again on the same data dir and
-    port; returns the base URL of the running second process (stopped by the caller)."""
+def restarted(
+    env: dict[str, str], before: Callable[[openai.OpenAI, str], None], *, crash: bool = False
+) -> str:
+    """Run a demo gateway, call ``before``, stop it (SIGINT, or SIGKILL with ``crash``); returns
+    the base URL to start the next process on, with the same data dir and port."""
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     client = openai.OpenAI(base_url=base + "/v1", api_key="sk-demo", max_retries=0)
@@ -166,7 +168,7 @@ def restarted(env: dict[str, str], before: Callable[[openai.OpenAI, str], None])
         wait_ready(proc, port)
         before(client, client.models.list().data[0].id)
     finally:
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signal.SIGKILL if crash else signal.SIGINT)
         output, _ = proc.communicate(timeout=20)
     assert "Traceback" not in output
     return base
@@ -210,6 +212,23 @@ def test_an_in_process_store_loses_answers_and_the_orphaned_vectors_are_dropped(
         assert miss.headers["x-deja-cache"] == "miss"
         assert "x-deja-similarity" not in miss.headers
         assert orphans_counted(base) == 1
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=20)
+
+
+def test_an_answer_served_as_a_hit_survives_a_crash(tmp_path: Path) -> None:
+    """A hit is served only once its answer is on disk: SIGKILL right after it loses nothing."""
+    env = clean_env(DEJA_DATA_DIR=str(tmp_path), DEJA_SEMANTIC_ENABLED="false")
+    base = restarted(env, ask_until_stored, crash=True)
+    port = int(base.rsplit(":", 1)[1])
+    proc = serve(port, env)
+    try:
+        wait_ready(proc, port)
+        client = openai.OpenAI(base_url=base + "/v1", api_key="sk-demo", max_retries=0)
+        model = client.models.list().data[0].id
+        again = client.chat.completions.with_raw_response.create(model=model, messages=QUESTION)
+        assert again.headers["x-deja-cache"] == "exact"
     finally:
         proc.send_signal(signal.SIGINT)
         proc.communicate(timeout=20)

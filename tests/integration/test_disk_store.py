@@ -185,3 +185,25 @@ async def test_tiered_store_survives_a_restart_and_counts_hits(
         assert await second.count() == 0
     finally:
         await second.close()
+
+
+async def test_the_sweep_gives_pages_back(
+    opener: Callable[[], SqliteExactStore], clock: Clock
+) -> None:
+    def checkpointed_size() -> int:
+        other = sqlite3.connect(store.path)
+        other.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        other.close()
+        return store.path.stat().st_size
+
+    store = opener()
+    await store.open()
+    try:
+        for i in range(300):
+            await store.set(f"k{i}", answer(f"k{i}", "x" * 4000), ttl=10)
+        full = checkpointed_size()
+        clock.now += 11
+        assert await store.sweep() == 300
+        assert checkpointed_size() < full / 4
+    finally:
+        await store.close()

@@ -49,9 +49,10 @@ class TieredExactStore:
         return answer
 
     async def set(self, key: str, answer: CachedAnswer, ttl: float) -> None:
+        """Disk first: an answer is served as a hit only once it would survive a crash."""
         self._epoch += 1
-        await self.memory.set(key, answer, ttl)
         await self.disk.set(key, answer, ttl)
+        await self.memory.set(key, answer, ttl)
 
     async def delete(self, key: str) -> bool:
         self._epoch += 1
