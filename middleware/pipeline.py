@@ -42,6 +42,7 @@ from middleware.tasks import BackgroundTasks
 from middleware.telemetry import RequestRecord, record_request
 
 SSE = "text/event-stream"
+OUTCOME_BYTES = {outcome: outcome.value.encode() for outcome in Outcome}
 
 
 @dataclass
@@ -145,7 +146,7 @@ class Pipeline:
         if isinstance(tokens, int):
             self.metrics.served_from_cache(tokens, self.upstream.pool.seconds_per_token())
         headers = [
-            (b"x-deja-cache", lookup.outcome.value.encode()),
+            (b"x-deja-cache", OUTCOME_BYTES[lookup.outcome]),
             (b"x-deja-entry", answer.entry_id.encode()),
             (b"age", b"%d" % answer.age(time.time())),
             (b"x-request-id", req.request_id.encode("latin-1")),

@@ -34,7 +34,7 @@ class TieredExactStore:
         await self.disk.open()
 
     async def get(self, key: str) -> CachedAnswer | None:
-        answer = await self.memory.get(key)
+        answer = self.memory.peek(key)  # the hot path: no coroutine, no thread
         if answer is not None:
             return answer
         epoch = self._epoch
