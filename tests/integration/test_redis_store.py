@@ -257,3 +257,25 @@ async def test_two_processes_sharing_redis_keep_the_invalidation_promise(
         assert deleted.status_code == 200
         after = await http.post(two + "/v1/chat/completions", json=body)
         assert after.headers["x-deja-cache"] == "miss"
+
+
+async def test_a_dropped_invalidation_connection_is_tracked_again(redis_url: str) -> None:
+    """redis-py reconnects a pub/sub connection and subscribes again by itself; the new
+    connection must be tracked again too, or invalidations would stop without a sound."""
+    key = uuid.uuid4().hex
+    async with tracked_store(redis_url) as store:
+        tier = store.tracking
+        assert tier is not None
+        other = connect_redis(redis_url, timeout=0.5)
+        try:
+            await other.execute_command("CLIENT", "KILL", "TYPE", "pubsub")
+            await asyncio.sleep(0.3)
+            await until(lambda: tier.live)
+            await store.set(key, answer(key), ttl=60)
+            assert await store.get(key) is not None and tier.get(key) is not None
+            await other.set(KEY_PREFIX + key, answer(key, "changed elsewhere").to_bytes())
+            await until(lambda: tier.get(key) is None)
+            assert await store.get(key) == answer(key, "changed elsewhere")
+        finally:
+            await other.delete(KEY_PREFIX + key)
+            await other.aclose()

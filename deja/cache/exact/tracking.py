@@ -32,6 +32,7 @@ import time
 from collections.abc import Callable
 
 import redis.asyncio as aioredis
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 
 from deja.cache.entry import CachedAnswer
@@ -171,8 +172,13 @@ class TrackedTier:
             now = time.monotonic()
             if message is not None:
                 heard = now
-                if message.get("type") == "message":
+                kind = message.get("type")
+                if kind == "message":
                     self._on_message(message.get("data"))
+                elif kind == "subscribe":
+                    # redis-py reconnected and subscribed again by itself: the new connection
+                    # has no CLIENT TRACKING, so invalidations would silently stop.
+                    raise RedisConnectionError("the invalidation connection was re-established")
             if now - heard > DEAD_AFTER:
                 raise TimeoutError("the invalidation subscription stopped answering pings")
             if now - pinged >= PING_SECONDS:
