@@ -157,6 +157,7 @@ class TrackedTier:
                 confirmed = await pubsub.get_message(timeout=DEAD_AFTER)
             if confirmed is None or confirmed.get("type") != "subscribe":
                 raise TimeoutError("redis did not confirm the invalidation subscription")
+            await self._check_tracked(client_id)
             self._drop_all()  # whatever was cached before this subscription is suspect
             self.live = True
             log.info("redis invalidations subscribed: local exact tier on")
@@ -164,6 +165,15 @@ class TrackedTier:
         finally:
             with contextlib.suppress(RedisError, OSError):
                 await pubsub.aclose()  # type: ignore[no-untyped-call]
+
+    async def _check_tracked(self, client_id: object) -> None:
+        """The subscribed connection is the one Redis tracks for us: had redis-py reconnected
+        between ``CLIENT TRACKING`` and ``SUBSCRIBE``, the subscription would carry none."""
+        async with asyncio.timeout(DEAD_AFTER):
+            found = await self._client.client_list(client_id=[str(client_id)])
+        flags = str(found[0].get("flags", "")) if len(found) == 1 else ""
+        if "P" not in flags or "t" not in flags:
+            raise RedisConnectionError("the invalidation connection is not the tracked one")
 
     async def _listen(self, pubsub: aioredis.client.PubSub) -> None:
         heard = pinged = time.monotonic()
