@@ -137,8 +137,9 @@ class TrackedTier:
                 await self._subscribe_and_listen()
             except (RedisError, OSError, TimeoutError) as exc:
                 self._lost(str(exc) or type(exc).__name__)
-            except asyncio.CancelledError:
-                self._lost("stopped")
+            except asyncio.CancelledError:  # shutting down: nothing to warn about
+                self.live = False
+                self._drop_all()
                 raise
             await asyncio.sleep(RESUBSCRIBE_SECONDS)
 
