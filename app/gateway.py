@@ -60,6 +60,7 @@ from deja.tenancy.thresholds import (
     ThresholdStore,
     follow,
 )
+from middleware.memo import RequestMemo
 from middleware.pipeline import Observability, Pipeline
 from middleware.singleflight import Flights
 from middleware.tasks import BackgroundTasks
@@ -150,9 +151,7 @@ class Gateway:
         if settings.redis_url:  # the exact store's, θ's and the rate limits' shared store
             redis = connect_redis(settings.redis_url, timeout=settings.redis_timeout_seconds)
             stack.push_async_callback(redis.aclose)
-        exact = exact_store(settings, redis)
-        if exact is not None:
-            stack.push_async_callback(exact.close)
+        exact = await exact_store(stack, settings, redis)
         embedder = open_embedder(stack, settings)
         parts = await SemanticParts.open(
             stack, settings, metrics, tracing, exact, replicas, embedder
@@ -180,6 +179,7 @@ class Gateway:
             flights=flights,
             flight_lock=await flight_lock(stack, settings) if flights is not None else None,
             retrieve=retrieve_step(settings, corpora, embedder, metrics),
+            memo=RequestMemo(settings.request_memo_entries),
         )
         gateway = cls(
             settings=settings,

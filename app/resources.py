@@ -14,8 +14,13 @@ from qdrant_client import AsyncQdrantClient
 
 from config.settings import Settings
 from deja.cache.exact.base import ExactStore
+from deja.cache.exact.disk import FILE_NAME as DISK_FILE
+from deja.cache.exact.disk import SqliteExactStore
 from deja.cache.exact.memory import MemoryExactStore
+from deja.cache.exact.redis import KEY_PREFIX as REDIS_KEY_PREFIX
 from deja.cache.exact.redis import RedisExactStore, connect_redis
+from deja.cache.exact.tiered import TieredExactStore
+from deja.cache.exact.tracking import TrackedTier
 from deja.cache.flightlock import FlightLock
 from deja.embedding.base import Embedder
 from deja.errors import VerifierError
@@ -127,17 +132,23 @@ def temporal_detector(settings: Settings) -> TemporalDetector | None:
 
 
 def uses_data_dir_exclusively(settings: Settings) -> bool:
-    """True when this process would open single-writer files under ``data_dir`` (the embedded
-    Qdrant Edge stores: the semantic cache's, the corpora's)."""
+    """True when this process would open files under ``data_dir`` that one process must own:
+    Qdrant Edge (single-writer: the semantic cache's, the corpora's) or the exact store on disk
+    (its in-process tier would not see another process's deletes)."""
+    disk_exact = (
+        settings.cache_enabled and not settings.redis_url and settings.exact_store == "disk"
+    )
     if settings.qdrant_url:
-        return False
-    return (settings.cache_enabled and settings.semantic_enabled) or settings.corpora_enabled
+        return disk_exact
+    edge = (settings.cache_enabled and settings.semantic_enabled) or settings.corpora_enabled
+    return disk_exact or edge
 
 
 def embedded_parts(settings: Settings) -> list[str]:
     """The single-process parts this configuration would use: what ``--workers N`` cannot
     share. Each worker would hold its own copy (an in-process exact store: invalidation in one
-    worker would not reach the others) or fight over one data dir (Qdrant Edge)."""
+    worker would not reach the others) or fight over one data dir (Qdrant Edge, the disk
+    store)."""
     parts: list[str] = []
     if settings.cache_enabled and not settings.redis_url:
         parts.append("the embedded exact store (set DEJA_REDIS_URL)")
@@ -182,18 +193,40 @@ async def flight_lock(stack: AsyncExitStack, settings: Settings) -> FlightLock |
     return FlightLock(client)
 
 
-def exact_store(settings: Settings, redis: aioredis.Redis | None) -> ExactStore | None:
+async def exact_store(
+    stack: AsyncExitStack, settings: Settings, redis: aioredis.Redis | None
+) -> ExactStore | None:
+    """Redis when configured, else the embedded store ``exact_store`` names (opened, with its
+    close registered on ``stack``)."""
     if not settings.cache_enabled:
         return None
+    memory = MemoryExactStore(
+        max_entries=settings.memory_cache_max_entries, max_bytes=settings.memory_cache_max_bytes
+    )
     if redis is not None:
-        return RedisExactStore(
+        tracking = None
+        if settings.redis_client_cache:
+            tracking = TrackedTier(redis, prefix=REDIS_KEY_PREFIX, tier=memory)
+        remote = RedisExactStore(
             redis,
             timeout=settings.redis_timeout_seconds,
             retry_seconds=settings.redis_retry_seconds,
+            tracking=tracking,
+            auto_pipeline=settings.redis_auto_pipeline,
         )
-    return MemoryExactStore(
-        max_entries=settings.memory_cache_max_entries, max_bytes=settings.memory_cache_max_bytes
+        await remote.open()
+        stack.push_async_callback(remote.close)
+        return remote
+    if settings.exact_store == "memory":
+        stack.push_async_callback(memory.close)
+        return memory
+    disk = SqliteExactStore(
+        settings.data_dir / DISK_FILE, sweep_seconds=settings.exact_sweep_seconds
     )
+    tiered = TieredExactStore(memory, disk)
+    await tiered.open()
+    stack.push_async_callback(tiered.close)
+    return tiered
 
 
 def load_embedder(settings: Settings) -> Embedder:

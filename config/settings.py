@@ -176,7 +176,27 @@ class Settings(BaseSettings):
     # --- exact cache --------------------------------------------------------------------------
     cache_enabled: bool = Field(True, description="Master switch for the response cache.")
     redis_url: str | None = Field(
-        None, description="Redis URL for the exact cache; unset = in-process LRU with TTL."
+        None,
+        description="Redis URL for the exact cache (and the shared θ store); unset = the "
+        "embedded store chosen by exact_store.",
+    )
+    redis_client_cache: bool = Field(
+        True,
+        description="Keep answers read from Redis in a bounded in-process tier (the memory_cache "
+        "bounds) that Redis keeps coherent across processes (CLIENT TRACKING invalidations).",
+    )
+    redis_auto_pipeline: bool = Field(
+        True,
+        description="Send the exact-cache reads that reach Redis in one event-loop turn as one "
+        "MGET (auto-pipelining).",
+    )
+    exact_store: Literal["disk", "memory"] = Field(
+        "disk",
+        description="The exact cache without Redis: disk = SQLite under data_dir with a bounded "
+        "in-process tier in front (survives restarts); memory = the in-process tier alone.",
+    )
+    exact_sweep_seconds: float = Field(
+        60.0, gt=0, description="How often expired entries are deleted from the disk store."
     )
     redis_timeout_seconds: float = Field(
         0.25, gt=0, description="Per-operation Redis timeout; past it the cache is skipped."
@@ -194,10 +214,19 @@ class Settings(BaseSettings):
         7 * 86_400, ge=1, description="Upper bound for a per-request X-Deja-TTL."
     )
     memory_cache_max_entries: int = Field(
-        10_000, ge=1, description="Entry bound of the in-process exact cache."
+        10_000, ge=1, description="Entry bound of the in-process exact tier (or store)."
     )
     memory_cache_max_bytes: int = Field(
-        256 * 1024 * 1024, ge=1024, description="Byte bound of the in-process exact cache."
+        256 * 1024 * 1024,
+        ge=1024,
+        description="Byte bound of the in-process exact tier (or store).",
+    )
+
+    request_memo_entries: int = Field(
+        4096,
+        ge=0,
+        description="Byte-identical requests remembered with their validated form and exact "
+        "key (never their answer), so a repeat skips parsing and hashing; 0 = off.",
     )
 
     # --- semantic cache ------------------------------------------------------------------------
@@ -306,7 +335,8 @@ class Settings(BaseSettings):
     )
     data_dir: Path = Field(
         Path(".deja"),
-        description="Where the embedded vector store (and, by default, derived model files) live.",
+        description="Where the embedded stores (exact answers, vectors) and, by default, "
+        "derived model files live.",
     )
     model_dir: Path | None = Field(
         None,

@@ -5,20 +5,22 @@ from __future__ import annotations
 import time
 
 from deja.cache.exact.base import ExactStore
-from deja.cache.keys import cache_key
 from deja.errors import CacheUnavailableError
 from deja.observability.metrics import Metrics
 from deja.request import GatewayRequest, Outcome
 from middleware.lookup import Lookup
 
 
-async def exact_lookup(store: ExactStore | None, req: GatewayRequest, metrics: Metrics) -> Lookup:
-    """An exact hit, or a miss that carries the entry id its answer will be stored under."""
+async def exact_lookup(
+    store: ExactStore | None, req: GatewayRequest, entry_id: str | None, metrics: Metrics
+) -> Lookup:
+    """An exact hit, or a miss that carries the entry id its answer will be stored under.
+    ``entry_id`` is the request's exact key (``cache_key``), computed or memoised by the
+    caller; it is None exactly when the request is not cacheable."""
     if store is None or not req.cache:
         return Lookup(Outcome.OFF, None)
-    if not req.cacheable:
+    if entry_id is None:
         return Lookup(Outcome.MISS, None)
-    entry_id = cache_key(req.tenant, req.endpoint, req.body, req.key_namespace)
     if not req.policy.read:
         return Lookup(Outcome.MISS, entry_id)
     started = time.perf_counter()

@@ -18,11 +18,8 @@ from starlette.responses import Response, StreamingResponse
 from deja.cache.entry import CachedAnswer, answer_from_json
 from deja.cache.exact.base import ExactStore
 from deja.cache.flightlock import FlightLock
-from deja.errors import (
-    CorpusNotFoundError,
-    DejaError,
-    UpstreamError,
-)
+from deja.cache.keys import cache_key
+from deja.errors import CorpusNotFoundError, DejaError, UpstreamError
 from deja.observability.accesslog import AccessLog
 from deja.observability.langfuse import request_attributes
 from deja.observability.metrics import Metrics
@@ -38,11 +35,12 @@ from middleware.disconnect import Disconnected, until_disconnect
 from middleware.errors import http_error, stream_error_event
 from middleware.exact import exact_lookup
 from middleware.lookup import Lookup
+from middleware.memo import Prepared, RequestMemo
 from middleware.relay import UsageChunkFilter, answer_from_sse, with_usage_requested
-from middleware.replay import replay_json, replay_sse
+from middleware.replay import JsonReplay, replay_sse
 from middleware.responses import JSON as JSON_TYPE
 from middleware.responses import SSE as SSE_TYPE
-from middleware.responses import prebuilt
+from middleware.responses import prebuilt, prebuilt_raw
 from middleware.retrieve import Retrieval, RetrieveStep, source_records, sources_header
 from middleware.semantic import SemanticStep
 from middleware.shared import SharedUpstream
@@ -58,6 +56,7 @@ from middleware.telemetry import (
 )
 
 SSE = "text/event-stream"
+OUTCOME_BYTES = {outcome: outcome.value.encode() for outcome in Outcome}
 
 
 @dataclass
@@ -86,6 +85,7 @@ class Pipeline:
         retrieve: RetrieveStep | None = None,
         flights: Flights | None = None,
         flight_lock: FlightLock | None = None,
+        memo: RequestMemo | None = None,
     ) -> None:
         self.exact = exact
         self.retrieve = retrieve
@@ -99,13 +99,20 @@ class Pipeline:
         self.stats = self.obs.stats
         self.background = background or BackgroundTasks()
         self.shared = SharedUpstream(self, flights, flight_lock) if flights is not None else None
+        self.replay_json = JsonReplay()
+        #: Byte-identical requests → their ``Prepared`` (filled by the API layer).
+        self.memo = memo if memo is not None else RequestMemo(0)
 
-    async def handle(self, req: GatewayRequest, disconnected: Disconnected) -> Response:
+    async def handle(
+        self, req: GatewayRequest, disconnected: Disconnected, prepared: Prepared | None = None
+    ) -> Response:
+        """Answer ``req``; ``prepared`` is what ``prepare`` derived from it (memoised by the
+        caller for byte-identical requests), computed here when not given."""
         started = time.perf_counter()
         if req.corpus is not None:
             self.check_corpus(req)
         with self.tracing.request_span("deja.request") as span:
-            lookup = await self.lookup(req)
+            lookup = await self.lookup(req, prepared or self.prepare(req))
             self.stats.record(req.tenant, lookup.outcome)
             if lookup.answer is not None:
                 response = self.replay(req, lookup)
@@ -129,14 +136,23 @@ class Pipeline:
                 elif span is not None:  # the stream is recorded when it ends; its span ends now
                     set_attributes(span, self.span_attributes(req, lookup, replica, status))
 
-    async def lookup(self, req: GatewayRequest) -> Lookup:
-        """Steps 1-4. 1. policy: ``req.policy`` was parsed from the headers at the API boundary."""
+    def prepare(self, req: GatewayRequest) -> Prepared:
+        """What steps 2 and 3 derive from the request alone, so a byte-identical request can
+        reuse it (``middleware.memo``): the bypass reason and the exact key."""
         reason = self.bypass(req)
+        entry_id = None
+        if reason is None and self.exact is not None and req.cache and req.cacheable:
+            entry_id = cache_key(req.tenant, req.endpoint, req.body, req.key_namespace)
+        return Prepared(req, entry_id, reason)
+
+    async def lookup(self, req: GatewayRequest, prepared: Prepared) -> Lookup:
+        """Steps 1-4. 1. policy: ``req.policy`` was parsed from the headers at the API boundary."""
+        reason = prepared.bypass
         if reason is not None:
             self.metrics.count(self.metrics.bypasses, reason)
             return Lookup(Outcome.BYPASS, None, bypass=reason)
         with self.tracing.span("deja.exact"):
-            lookup = await exact_lookup(self.exact, req, self.metrics)
+            lookup = await exact_lookup(self.exact, req, prepared.entry_id, self.metrics)
         if lookup.answer is not None or self.semantic is None:
             return lookup
         with self.tracing.span("deja.semantic"):
@@ -164,22 +180,22 @@ class Pipeline:
         tokens = (answer.usage or {}).get("completion_tokens")
         if isinstance(tokens, int):
             self.metrics.served_from_cache(tokens, self.upstream.pool.seconds_per_token())
-        headers = {
-            "x-deja-cache": lookup.outcome.value,
-            "x-deja-entry": answer.entry_id,
-            "age": str(int(answer.age(time.time()))),
-            "x-request-id": req.request_id,
-        }
+        headers = [
+            (b"x-deja-cache", OUTCOME_BYTES[lookup.outcome]),
+            (b"x-deja-entry", answer.entry_id.encode()),
+            (b"age", b"%d" % answer.age(time.time())),
+            (b"x-request-id", req.request_id.encode("latin-1")),
+        ]
         if lookup.similarity is not None:
-            headers["x-deja-similarity"] = f"{lookup.similarity:.4f}"
+            headers.append((b"x-deja-similarity", b"%.4f" % lookup.similarity))
         if lookup.verifier_score is not None:
-            headers["x-deja-verifier-score"] = f"{lookup.verifier_score:.4f}"
+            headers.append((b"x-deja-verifier-score", b"%.4f" % lookup.verifier_score))
         if answer.sources is not None:
-            headers["x-deja-sources"] = sources_header(answer.sources)
+            headers.append((b"x-deja-sources", sources_header(answer.sources).encode("latin-1")))
         if req.stream:
             body = replay_sse(answer, model=req.model, include_usage=req.include_usage)
-            return prebuilt(body, SSE_TYPE, headers)
-        return prebuilt(replay_json(answer, model=req.model), JSON_TYPE, headers)
+            return prebuilt_raw(body, SSE_TYPE, headers)
+        return prebuilt_raw(self.replay_json(answer, model=req.model), JSON_TYPE, headers)
 
     async def retrieval(self, req: GatewayRequest, lookup: Lookup) -> Retrieval:
         """5. retrieve (RAG requests): the prompt with the corpus's top-k chunks as context."""

@@ -54,12 +54,19 @@ def fresh_id(endpoint: str) -> str:
 
 def replay_json(answer: CachedAnswer, *, model: str) -> bytes:
     """The answer as a non-streamed OpenAI response body."""
-    body: dict[str, Any] = {
-        "id": fresh_id(answer.endpoint),
-        "object": "chat.completion" if answer.endpoint == "chat" else "text_completion",
-        "created": int(time.time()),
-        "model": model,
-    }
+    return _json_head(answer) + _json_tail(answer, model)
+
+
+def _json_head(answer: CachedAnswer) -> bytes:
+    """``{"id":…,"object":…,"created":…,`` — the part that changes with every replay."""
+    kind = b"chat.completion" if answer.endpoint == "chat" else b"text_completion"
+    fresh = fresh_id(answer.endpoint).encode()
+    return b'{"id":"%s","object":"%s","created":%d,' % (fresh, kind, int(time.time()))
+
+
+def _json_tail(answer: CachedAnswer, model: str) -> bytes:
+    """``"model":…,"choices":[…],"usage":…}`` — fixed for one answer and model."""
+    body: dict[str, Any] = {"model": model}
     if answer.endpoint == "chat":
         choice: dict[str, Any] = {"index": 0, "message": answer.message, "logprobs": None}
     else:
@@ -72,7 +79,31 @@ def replay_json(answer: CachedAnswer, *, model: str) -> bytes:
         body["system_fingerprint"] = answer.system_fingerprint
     if answer.sources is not None:
         body[SOURCES_FIELD] = answer.sources
-    return orjson.dumps(body)
+    return orjson.dumps(body)[1:]
+
+
+class JsonReplay:
+    """``replay_json`` that serialises the fixed part of a body once per answer and model.
+
+    An answer served from an in-process tier is the same object hit after hit, so its tail is
+    kept (with the object, so its ``id()`` cannot be reused) for the ``max_entries`` answers
+    replayed most recently; only the id and timestamp are written per hit.
+    """
+
+    def __init__(self, max_entries: int = 1024) -> None:
+        self.max_entries = max_entries
+        self._tails: dict[tuple[int, str], tuple[CachedAnswer, bytes]] = {}
+
+    def __call__(self, answer: CachedAnswer, *, model: str) -> bytes:
+        key = (id(answer), model)
+        found = self._tails.get(key)
+        if found is not None and found[0] is answer:
+            return _json_head(answer) + found[1]
+        tail = _json_tail(answer, model)
+        if len(self._tails) >= self.max_entries:
+            del self._tails[next(iter(self._tails))]
+        self._tails[key] = (answer, tail)
+        return _json_head(answer) + tail
 
 
 def _event(payload: dict[str, Any]) -> bytes:

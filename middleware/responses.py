@@ -15,22 +15,27 @@ JSON = b"application/json"
 SSE = b"text/event-stream"
 
 
+RawHeaders = list[tuple[bytes, bytes]]
+
+
 class _Prebuilt(Response):
-    def __init__(
-        self, body: bytes, media_type: bytes, headers: Mapping[str, str], status: int
-    ) -> None:
+    def __init__(self, body: bytes, media_type: bytes, raw: RawHeaders, status: int) -> None:
         self.status_code = status
         self.body = body
         self.background = None
-        raw = [(b"content-length", b"%d" % len(body)), (b"content-type", media_type)]
-        raw.extend(
-            (name.encode("latin-1"), value.encode("latin-1")) for name, value in headers.items()
-        )
-        self.raw_headers = raw
+        self.raw_headers = [(b"content-length", b"%d" % len(body)), (b"content-type", media_type)]
+        self.raw_headers += raw
 
 
 def prebuilt(
     body: bytes, media_type: bytes, headers: Mapping[str, str], status: int = 200
 ) -> Response:
     """A complete response; header names must be lower-case."""
-    return _Prebuilt(body, media_type, headers, status)
+    raw = [(name.encode("latin-1"), value.encode("latin-1")) for name, value in headers.items()]
+    return _Prebuilt(body, media_type, raw, status)
+
+
+def prebuilt_raw(body: bytes, media_type: bytes, raw: RawHeaders, status: int = 200) -> Response:
+    """A complete response from headers already encoded (lower-case names): the exact-hit
+    path, where encoding a dict of headers was a measurable share of the work."""
+    return _Prebuilt(body, media_type, raw, status)

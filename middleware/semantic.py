@@ -166,21 +166,26 @@ class SemanticStep:
     ) -> Lookup:
         """Serve the best candidate at or above the cut-off; ask the judge about the grey zone."""
         table = self.checks.table
+        orphans: set[str] = set()
         if ranked[0].score is None or table is None:  # cosine alone (or measured skip)
-            return await self.serve(req, lookup, ranked[0])
+            hit = await self.serve(req, lookup, ranked[0], orphans)
+            return hit if hit.answer is not None else without(lookup, ranked, orphans)
         target = self.thresholds.precision.resolve(req.tenant, req.model)
         tau = table.tau(target)
         for candidate in ranked:
             if (candidate.score or 0.0) < tau:
                 break
-            hit = await self.serve(req, lookup, candidate)
+            hit = await self.serve(req, lookup, candidate, orphans)
             if hit.answer is not None:
                 return hit
+        lookup = without(lookup, ranked, orphans)
         judge = self.checks.judge
         if judge is None:
             return lookup
         low = table.tau(min(self.checks.judge_floor, target))
-        grey = [c for c in ranked if low <= (c.score or 0.0) < tau]
+        grey = [
+            c for c in ranked if low <= (c.score or 0.0) < tau and c.point.entry_id not in orphans
+        ]
         if not grey:
             return lookup
         return await self.ask_judge(judge, req, lookup, query, grey[0])
@@ -193,16 +198,26 @@ class SemanticStep:
             verdict = await judge.verdict(query.text, cand.question, req.model)
         elif verdict is None:
             judge.judge_later(query.text, cand.question, req.model, self._spawn)
-        return await self.serve(req, lookup, cand) if verdict else lookup
+        if not verdict:
+            return lookup
+        orphans: set[str] = set()
+        hit = await self.serve(req, lookup, cand, orphans)
+        return hit if hit.answer is not None else without(lookup, [cand], orphans)
 
-    async def serve(self, req: GatewayRequest, lookup: Lookup, cand: Scored) -> Lookup:
-        """The candidate's answer from the exact store, as a hit; a stale point is dropped."""
+    async def serve(
+        self, req: GatewayRequest, lookup: Lookup, cand: Scored, orphans: set[str]
+    ) -> Lookup:
+        """The candidate's answer from the exact store, as a hit. A neighbour whose answer is
+        gone (expired, evicted, invalidated, or lost with an in-process store at a restart) is
+        an orphan: counted, added to ``orphans``, and its point deleted."""
         point: ScoredPoint = cand.point
         try:
             answer = await self.exact.get(point.entry_id)
         except CacheUnavailableError:
             return lookup
-        if answer is None:  # the entry expired or was evicted: drop its stale point
+        if answer is None:
+            orphans.add(point.entry_id)
+            self.metrics.semantic_orphans.inc()
             self._spawn(self.forget(point.entry_id))
             return lookup
         if self.checks.shadow is not None:
@@ -264,3 +279,17 @@ class SemanticStep:
             await self.cache.store.delete([entry_id])
         except SEMANTIC_ERRORS as exc:
             self.failed(exc)
+
+
+def without(lookup: Lookup, ranked: list[Scored], orphans: set[str]) -> Lookup:
+    """A miss's similarity and verifier score describe the closest *live* candidate: an orphan
+    (a point whose answer is gone) is never reported, e.g. as the 1.0000 of the same question
+    asked again after its answer was lost."""
+    if not orphans:
+        return lookup
+    live = [c for c in ranked if c.point.entry_id not in orphans]
+    return dataclasses.replace(
+        lookup,
+        similarity=max((c.point.score for c in live), default=None),
+        verifier_score=live[0].score if live else None,
+    )

@@ -15,9 +15,10 @@ from deja.observability.tracing import set_attributes
 from deja.request import GatewayRequest
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class RequestRecord:
-    """How one request went."""
+    """How one request went (built once per request and read at once: not ``frozen``, whose
+    ``__init__`` costs ~2 µs more)."""
 
     outcome: str
     seconds: float

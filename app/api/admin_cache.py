@@ -1,9 +1,10 @@
 """Admin: cache statistics, browsing, invalidation, flushing, and live θ.
 
 Invalidation is a promise: once a call returns, no process serves the removed entries. Answers
-live only in the exact store (Redis in a multi-process deployment, with no in-process tier in
-front of it); a semantic hit must read its answer from there, so deleting the exact entry ends
-both kinds of hit at once. The entry's vector is deleted too, for tidiness.
+live only in the exact store (Redis in a multi-process deployment; its in-process tier is kept
+coherent by Redis's invalidation messages, see ``deja.cache.exact.tracking``); a semantic hit
+must read its answer from there, so deleting the exact entry ends both kinds of hit at once. The
+entry's vector is deleted too, for tidiness.
 """
 
 from __future__ import annotations

@@ -22,7 +22,16 @@ from deja.errors import (
     ModelNotFoundError,
     NoHealthyReplicaError,
 )
+from deja.request import GatewayRequest
+from deja.tenancy.keyring import Tenant
 from middleware.disconnect import Disconnected
+from middleware.memo import (
+    CONTEXT_ID_HEADER,
+    CORPUS_FILTER_HEADER,
+    CORPUS_HEADER,
+    NAMESPACE_HEADER,
+    memo_key,
+)
 from middleware.policy import parse_policy
 
 
@@ -92,31 +101,46 @@ async def _generate(request: Request, endpoint: Endpoint) -> Response:
     if tenant.rate_limit_rpm is not None:
         await gateway.limiter.take(caller.key_id, tenant.rate_limit_rpm)
     raw = await read_body(request, headers, settings.max_body_bytes)
+    pipeline = gateway.pipeline
+    # Byte-identical requests (same tenant, same shaping headers) skip validation and key
+    # hashing; the memo never holds an answer (middleware/memo.py).
+    key = memo_key(endpoint, tenant, raw, headers)
+    prepared = pipeline.memo.get(key)
+    if prepared is None:
+        prepared = pipeline.prepare(prepare_request(gateway, endpoint, tenant, raw, headers))
+        pipeline.memo.put(key, prepared)
+    req = prepared.req.for_request(request_id(headers.get("x-request-id")), deadline)
+    await ensure_model(gateway, req.model)
+    return await pipeline.handle(req, _disconnect_waiter(request.receive), prepared)
+
+
+def prepare_request(
+    gateway: Gateway, endpoint: Endpoint, tenant: Tenant, raw: bytes, headers: dict[str, str]
+) -> GatewayRequest:
+    """Parse and validate one request. Every header read here must be in
+    ``middleware.memo.SHAPING_HEADERS``, or the memo would mix requests."""
+    settings = gateway.settings
     policy = parse_policy(
         headers,
         default_ttl=tenant.ttl_seconds or settings.cache_ttl_seconds,
         max_ttl=settings.cache_max_ttl_seconds,
     )
-    req = validate(
+    return validate(
         endpoint,
         raw,
         tenant=tenant.name,
         policy=policy,
         prefix_override=headers.get("x-prefix-hash"),
-        namespace=headers.get("x-deja-namespace", ""),
+        namespace=headers.get(NAMESPACE_HEADER, ""),
         cache=tenant.cache is not False,
         tenant_threshold=tenant.threshold,
-        request_id=request_id(headers.get("x-request-id")),
-        corpus=headers.get("x-deja-corpus") or tenant.corpus,
+        corpus=headers.get(CORPUS_HEADER) or tenant.corpus,
         model_corpus=settings.rag_model_corpus,
         default_corpus=settings.rag_default_corpus,
-        context_id=headers.get("x-deja-context-id"),
+        context_id=headers.get(CONTEXT_ID_HEADER),
         rag_on_failure=tenant.rag_on_failure or settings.rag_on_failure,
-        corpus_filter=headers.get("x-deja-corpus-filter"),
-        deadline=deadline,
+        corpus_filter=headers.get(CORPUS_FILTER_HEADER),
     )
-    await ensure_model(gateway, req.model)
-    return await gateway.pipeline.handle(req, _disconnect_waiter(request.receive))
 
 
 async def chat_completions(request: Request) -> Response:

@@ -1,7 +1,9 @@
 """Prometheus metrics, ``deja_``-prefixed, on one registry per app (no global registry).
 
-Hot-path counters and histograms are bound to their label values once (``_child``), so a
-request pays an increment, not a label lookup. Replica state is read from the pool at scrape
+The per-request series (request count and latency, lookup latency, tokens and model time
+saved) are lock-free loop metrics (``loopmetrics``); other hot-path counters and histograms are
+bound to their label values once (``_child``), so a request pays an increment, not a label
+lookup. Replica state is read from the pool at scrape
 time by a collector, so it costs nothing per request. Label values are bounded: routes, cache
 outcomes, layers, replicas from config, HTTP statuses; tenants only when
 ``metrics_tenant_label`` is on; never a prompt or a key.
@@ -16,6 +18,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from deja.observability.loopmetrics import LoopCounter, LoopHistogram
 from deja.replicas.pool import BreakerState, ReplicaPool
 
 LATENCY_BUCKETS = (
@@ -114,20 +117,21 @@ class Metrics:
 
     def _define_latencies(self, r: CollectorRegistry) -> None:
         request_labels = ["route", "cache", *(["tenant"] if self.tenant_label else [])]
-        self.requests = Counter(
+        # Updated on every request, on the event loop: lock-free (deja.observability.loopmetrics).
+        self.requests = LoopCounter(
             "deja_requests",
             "Generation requests by route and cache outcome",
             request_labels,
             registry=r,
         )
-        self.request_seconds = Histogram(
+        self.request_seconds = LoopHistogram(
             "deja_request_duration_seconds",
             "Whole-request latency (streams: until the last byte)",
             ["route", "cache"],
             buckets=LATENCY_BUCKETS,
             registry=r,
         )
-        self.lookup_seconds = Histogram(
+        self.lookup_seconds = LoopHistogram(
             "deja_cache_lookup_duration_seconds",
             "Cache lookup latency by layer",
             ["layer"],
@@ -229,10 +233,10 @@ class Metrics:
             ["layer"],
             registry=r,
         )
-        self.cached_tokens = Counter(
+        self.cached_tokens = LoopCounter(
             "deja_cached_completion_tokens", "Completion tokens served from cache", registry=r
         )
-        self.saved_seconds = Counter(
+        self.saved_seconds = LoopCounter(
             "deja_saved_model_seconds",
             "Model decode time saved by cache hits (tokens × replicas' time per output token)",
             registry=r,
@@ -243,6 +247,11 @@ class Metrics:
         )
         self.semantic_errors = Counter(
             "deja_semantic_errors", "Semantic lookups skipped, by kind", ["kind"], registry=r
+        )
+        self.semantic_orphans = Counter(
+            "deja_semantic_orphans",
+            "Semantic neighbours whose answer was gone from the exact store (their point deleted)",
+            registry=r,
         )
         self.admin_actions = Counter(
             "deja_admin_actions", "Admin API actions", ["action"], registry=r
@@ -321,9 +330,8 @@ class Metrics:
 
     # --- recording helpers used on the request path -----------------------------------------
     def request(self, route: str, cache: str, tenant: str, seconds: float) -> None:
-        labels = (route, cache, tenant) if self.tenant_label else (route, cache)
-        self._child(self.requests, *labels).inc()
-        self._child(self.request_seconds, route, cache).observe(seconds)
+        self.requests.inc((route, cache, tenant) if self.tenant_label else (route, cache))
+        self.request_seconds.observe((route, cache), seconds)
 
     def tokens(self, model: str, usage: dict[str, Any]) -> None:
         """The prompt and completion lengths of one replica answer (the tuning workload)."""
@@ -334,7 +342,7 @@ class Metrics:
             self._child(self.completion_tokens, model).observe(completion)
 
     def lookup(self, layer: str, seconds: float) -> None:
-        self._child(self.lookup_seconds, layer).observe(seconds)
+        self.lookup_seconds.observe((layer,), seconds)
 
     def upstream_answer(self, replica: str, status: str, ttfb: float | None) -> None:
         self._child(self.upstream, replica, status).inc()
@@ -346,9 +354,9 @@ class Metrics:
 
     def served_from_cache(self, completion_tokens: int, seconds_per_token: float | None) -> None:
         if completion_tokens > 0:
-            self.cached_tokens.inc(completion_tokens)
+            self.cached_tokens.inc((), completion_tokens)
             if seconds_per_token:
-                self.saved_seconds.inc(completion_tokens * seconds_per_token)
+                self.saved_seconds.inc((), completion_tokens * seconds_per_token)
 
     def count(self, metric: Any, *labels: str) -> None:
         self._child(metric, *labels).inc()

@@ -14,7 +14,8 @@ class Stats:
         self._by_tenant: defaultdict[str, Counter[str]] = defaultdict(Counter)
 
     def record(self, tenant: str, outcome: Outcome) -> None:
-        self._by_tenant[tenant][outcome.value] += 1
+        # The outcome is a StrEnum: it counts under its value without reading ``.value``.
+        self._by_tenant[tenant][outcome] += 1
 
     def tenant(self, name: str) -> dict[str, int]:
         counts = self._by_tenant.get(name, Counter())

@@ -73,6 +73,7 @@ DEJA_METRICS: dict[str, Metric] = {
     "deja_bypass": Metric("counter", {"reason": None}),
     "deja_store_errors": Metric("counter", {"layer": LAYER}),
     "deja_semantic_errors": Metric("counter", {"kind": {"timeout", "embedder", "store"}}),
+    "deja_semantic_orphans": Metric("counter", {}),
     "deja_admin_actions": Metric("counter", {"action": None}),
     "deja_corpus_chunks_ingested": Metric("counter", {"corpus": None}),
     "deja_corpus_documents": Metric(

@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -158,3 +159,105 @@ def test_a_corrupt_verifier_stops_start_up_in_one_line_unless_told_to_fall_back(
         proc.send_signal(signal.SIGINT)
         output, _ = proc.communicate(timeout=20)
     assert "SEMANTIC HITS ARE NOT VERIFIED" in output
+
+
+QUESTION = [{"role": "user", "content": "How do I reset my password?"}]
+PARAPHRASE = [{"role": "user", "content": "How can I reset my password?"}]
+
+
+def orphans_counted(base: str) -> float:
+    for line in httpx.get(base + "/metrics", timeout=5).text.splitlines():
+        if line.startswith("deja_semantic_orphans_total "):
+            return float(line.split()[1])
+    raise AssertionError("deja_semantic_orphans_total is not exported")
+
+
+def ask_until_stored(client: openai.OpenAI, model: str) -> None:
+    """Ask, then ask again until the answer is an exact hit (it is stored after the reply)."""
+    first = client.chat.completions.with_raw_response.create(model=model, messages=QUESTION)
+    assert first.headers["x-deja-cache"] == "miss"
+    for _ in range(50):
+        again = client.chat.completions.with_raw_response.create(model=model, messages=QUESTION)
+        if again.headers["x-deja-cache"] == "exact":
+            return
+        time.sleep(0.05)
+    raise AssertionError("the answer was never stored")
+
+
+def restarted(
+    env: dict[str, str], before: Callable[[openai.OpenAI, str], None], *, crash: bool = False
+) -> str:
+    """Run a demo gateway, call ``before``, stop it (SIGINT, or SIGKILL with ``crash``); returns
+    the base URL to start the next process on, with the same data dir and port."""
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    client = openai.OpenAI(base_url=base + "/v1", api_key="sk-demo", max_retries=0)
+    proc = serve(port, env)
+    try:
+        wait_ready(proc, port)
+        before(client, client.models.list().data[0].id)
+    finally:
+        proc.send_signal(signal.SIGKILL if crash else signal.SIGINT)
+        output, _ = proc.communicate(timeout=20)
+    assert "Traceback" not in output
+    return base
+
+
+def test_a_restarted_gateway_keeps_both_layers_with_the_default_config(tmp_path: Path) -> None:
+    """`make run`, ask, restart, ask again: an exact hit, and a paraphrase a semantic one."""
+    env = clean_env(DEJA_DATA_DIR=str(tmp_path))
+    base = restarted(env, ask_until_stored)
+    port = int(base.rsplit(":", 1)[1])
+    proc = serve(port, env)
+    try:
+        wait_ready(proc, port)
+        client = openai.OpenAI(base_url=base + "/v1", api_key="sk-demo", max_retries=0)
+        model = client.models.list().data[0].id
+        exact = client.chat.completions.with_raw_response.create(model=model, messages=QUESTION)
+        assert exact.headers["x-deja-cache"] == "exact"
+        similar = client.chat.completions.with_raw_response.create(model=model, messages=PARAPHRASE)
+        assert similar.headers["x-deja-cache"] == "semantic"
+        assert similar.headers["x-deja-entry"] == exact.headers["x-deja-entry"]
+        assert orphans_counted(base) == 0
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=20)
+
+
+def test_an_in_process_store_loses_answers_and_the_orphaned_vectors_are_dropped(
+    tmp_path: Path,
+) -> None:
+    """``exact_store: memory`` forgets answers at a restart while the vectors stay on disk:
+    the question's own point is then an orphan — deleted and counted, not a similarity 1.0."""
+    env = clean_env(DEJA_DATA_DIR=str(tmp_path), DEJA_EXACT_STORE="memory")
+    base = restarted(env, ask_until_stored)
+    port = int(base.rsplit(":", 1)[1])
+    proc = serve(port, env)
+    try:
+        wait_ready(proc, port)
+        client = openai.OpenAI(base_url=base + "/v1", api_key="sk-demo", max_retries=0)
+        model = client.models.list().data[0].id
+        miss = client.chat.completions.with_raw_response.create(model=model, messages=QUESTION)
+        assert miss.headers["x-deja-cache"] == "miss"
+        assert "x-deja-similarity" not in miss.headers
+        assert orphans_counted(base) == 1
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=20)
+
+
+def test_an_answer_served_as_a_hit_survives_a_crash(tmp_path: Path) -> None:
+    """A hit is served only once its answer is on disk: SIGKILL right after it loses nothing."""
+    env = clean_env(DEJA_DATA_DIR=str(tmp_path), DEJA_SEMANTIC_ENABLED="false")
+    base = restarted(env, ask_until_stored, crash=True)
+    port = int(base.rsplit(":", 1)[1])
+    proc = serve(port, env)
+    try:
+        wait_ready(proc, port)
+        client = openai.OpenAI(base_url=base + "/v1", api_key="sk-demo", max_retries=0)
+        model = client.models.list().data[0].id
+        again = client.chat.completions.with_raw_response.create(model=model, messages=QUESTION)
+        assert again.headers["x-deja-cache"] == "exact"
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=20)

@@ -95,12 +95,12 @@ async def test_waiting_requests_are_served_when_slots_free_and_the_replica_never
         httpx.AsyncClient(timeout=10) as http,
     ):
         engine = one_slow.apps[0].state.sim.engine
-        peak_waiting = 0
+        peak_held = 0
 
         async def watch() -> None:
-            nonlocal peak_waiting
-            while True:
-                peak_waiting = max(peak_waiting, engine.waiting)
+            nonlocal peak_held
+            while True:  # a new request waits for the next engine step: count both
+                peak_held = max(peak_held, engine.waiting + engine.running)
                 await asyncio.sleep(0.01)
 
         watcher = asyncio.create_task(watch())
@@ -109,7 +109,7 @@ async def test_waiting_requests_are_served_when_slots_free_and_the_replica_never
         assert [s for s, _, _ in results] == [200] * 6
         times = sorted(t for _, t, _ in results)
         assert times[-1] > 2 * times[0]  # three rounds of two, served in turn
-        assert peak_waiting == 0  # the queueing happened in the gateway, not in the replica
+        assert peak_held <= 2  # the queueing happened in the gateway, not in the replica
         client = openai.AsyncOpenAI(base_url=url + "/v1", api_key="k", max_retries=0)
         assert (await client.chat.completions.create(**body())).choices[0].message.content
 

@@ -121,6 +121,13 @@ async def test_redis_stopped_mid_run_serves_then_resumes_caching(
             assert await outcome(cached) == "miss"
             assert await settled_outcome(cached) == "exact"
             redis.stop()
+            # The local tier (redis_client_cache) answers until its invalidation subscription
+            # is known to be lost; from then on, with Redis down, nothing is served from cache.
+            tracking = app.state.gateway.exact.tracking
+            for _ in range(300):
+                if not tracking.live:
+                    break
+                await asyncio.sleep(0.01)
             assert await outcome(cached) == "off"
             fresh = body()
             assert await outcome(fresh) == "off"

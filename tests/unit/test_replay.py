@@ -162,3 +162,23 @@ def test_usage_filter_drops_only_the_usage_event_across_chunk_boundaries() -> No
         out = b"".join(f.feed(stream[i : i + size]) for i in range(0, len(stream), size))
         out += f.flush()
         assert out == content + b"data: [DONE]\n\n"
+
+
+def test_json_replay_reuses_the_fixed_part_and_equals_replay_json() -> None:
+    from middleware.replay import JsonReplay
+
+    answer = chat_answer()
+    replay = JsonReplay(max_entries=1)
+    first, again = replay(answer, model="m"), replay(answer, model="m")
+    plain = replay_json(answer, model="m")
+    bodies = [orjson.loads(b) for b in (first, again, plain)]
+    assert len({b["id"] for b in bodies}) == 3  # fresh ids every time
+    for body in bodies:
+        body.pop("id")
+    assert bodies[0] == bodies[1] == bodies[2]
+    assert first.split(b'"model"')[1] == plain.split(b'"model"')[1]  # byte for byte
+    other = chat_answer(content="something else")
+    assert orjson.loads(replay(other, model="m"))["choices"][0]["message"]["content"] == (
+        "something else"
+    )
+    assert orjson.loads(replay(answer, model="m2"))["model"] == "m2"

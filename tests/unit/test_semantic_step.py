@@ -290,3 +290,35 @@ async def test_a_best_candidate_just_under_theta_is_a_near_miss_against_theta() 
     await lookup(empty)
     [nothing] = empty.recent.samples
     assert nothing.similarity is None and not nothing.served
+
+
+def orphans_counted(semantic: SemanticStep) -> float:
+    return semantic.metrics.semantic_orphans._value.get()  # type: ignore[no-any-return]
+
+
+async def test_the_same_question_whose_answer_is_gone_is_a_plain_miss_and_counted() -> None:
+    """After a restart with an in-process exact store: the question's own point is found at
+    1.0, its answer is not. It is deleted and counted, never reported as similarity 1.0."""
+    points = [point("e" * 64, 1.0, "How do I configure the agent?")]
+    semantic, spawned = step(points, FakeVerifier({}), stored=[])
+    got = await lookup(semantic)
+    assert got.outcome is Outcome.MISS and got.answer is None
+    assert got.similarity is None and got.verifier_score is None
+    assert orphans_counted(semantic) == 1
+    await spawned.run()
+    assert semantic.cache.store.deleted == ["e" * 64]  # type: ignore[attr-defined]
+
+
+async def test_an_orphan_miss_reports_the_closest_live_candidate() -> None:
+    verifier = FakeVerifier(probs(0.9, 0.5, 0.1, 0.1))  # only "a" reaches τ, and it is gone
+    semantic, spawned = step(POINTS, verifier, stored=["b" * 64, "c" * 64])
+    got = await lookup(semantic)
+    assert got.outcome is Outcome.MISS
+    assert got.similarity == 0.90 and got.verifier_score == pytest.approx(0.5)
+    assert orphans_counted(semantic) == 1
+    await spawned.run()
+    cosine, spawned = step(POINTS[:1], None, stored=[])  # cosine alone: its candidate is gone
+    got = await lookup(cosine)
+    assert got.outcome is Outcome.MISS and got.similarity is None
+    assert orphans_counted(cosine) == 1
+    await spawned.run()

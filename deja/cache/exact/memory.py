@@ -44,6 +44,10 @@ class MemoryExactStore:
         self._bytes -= size
 
     async def get(self, key: str) -> CachedAnswer | None:
+        return self.peek(key)
+
+    def peek(self, key: str) -> CachedAnswer | None:
+        """``get`` without a coroutine, for a tier that answers synchronously."""
         item = self._data.get(key)
         if item is None:
             return None
@@ -54,7 +58,11 @@ class MemoryExactStore:
         self._data.move_to_end(key)
         return answer
 
-    async def set(self, key: str, answer: CachedAnswer, ttl: int) -> None:
+    async def set(self, key: str, answer: CachedAnswer, ttl: float) -> None:
+        self.put(key, answer, ttl)
+
+    def put(self, key: str, answer: CachedAnswer, ttl: float) -> None:
+        """``set`` without a coroutine."""
         size = len(answer.to_bytes())
         if size > self._max_bytes:
             return
@@ -66,6 +74,10 @@ class MemoryExactStore:
             self._drop(next(iter(self._data)))
 
     async def delete(self, key: str) -> bool:
+        return self.discard(key)
+
+    def discard(self, key: str) -> bool:
+        """``delete`` without a coroutine."""
         if key not in self._data:
             return False
         self._drop(key)
@@ -89,7 +101,10 @@ class MemoryExactStore:
     async def ping(self) -> bool:
         return True
 
-    async def close(self) -> None:
+    def clear(self) -> None:
         self._data.clear()
         self._hits.clear()
         self._bytes = 0
+
+    async def close(self) -> None:
+        self.clear()

@@ -1,23 +1,40 @@
-"""The Redis backend of the exact cache (``redis.asyncio``, one connection pool).
+"""The Redis backend of the exact cache (``redis.asyncio`` with the hiredis parser, one pool).
 
 A failing Redis never fails a request: every error becomes ``CacheUnavailableError`` and, for
 ``retry_seconds`` afterwards, calls fail fast without touching the network, so a dead Redis costs
 nothing per request. After that the pool reconnects by itself and caching resumes.
+
+A Redis restart leaves every pooled connection stale. Each command is therefore retried once,
+at once, on a fresh connection when its connection turns out to be closed (``ConnectionError``
+only: a timeout is never retried, the wait was already spent), and a connection idle for
+``HEALTH_CHECK_SECONDS`` is pinged before use; one stale connection no longer turns the cache
+off for ``retry_seconds``.
+
+With ``tracking`` (a :class:`TrackedTier`), answers read from Redis are kept in a bounded
+in-process tier that Redis keeps coherent across processes (``deja.cache.exact.tracking``), so
+most hits never leave the process. Hit counts are summed in memory and written every
+``FLUSH_SECONDS`` in one pipeline (``INCRBY``), not one round trip per hit. With
+``auto_pipeline``, the reads that do reach Redis in one event-loop turn leave as one ``MGET``
+(``deja.cache.exact.pipelining``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 
 import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
-from redis.retry import Retry
 
 from deja.cache.entry import CachedAnswer
 from deja.cache.exact.base import StoredEntry
+from deja.cache.exact.pipelining import GetBatcher
+from deja.cache.exact.tracking import TrackedTier
 from deja.errors import CacheUnavailableError, describe
 from deja.observability.outage import Outage
 
@@ -25,19 +42,26 @@ log = logging.getLogger("deja.cache")
 
 KEY_PREFIX = "deja:x:"
 HITS_PREFIX = "deja:h:"
+HITS_TTL_SECONDS = 30 * 86_400
 SCAN_BATCH = 500
+#: A pooled connection idle this long is pinged before it carries a command.
+HEALTH_CHECK_SECONDS = 5
+#: How often summed hit counts are written.
+FLUSH_SECONDS = 1.0
 
 
 def connect_redis(url: str, *, timeout: float, max_connections: int = 256) -> aioredis.Redis:
-    """The one Redis client of a gateway process: no client-side retries (a failure is reported
-    at once and the store cools down), per-operation timeouts."""
+    """The one Redis client of a gateway process: per-operation timeouts, one immediate retry
+    on a closed connection (after a Redis restart), pool health checks. RESP2, so the
+    invalidation messages of client-side caching arrive as ordinary pub/sub messages."""
     client: aioredis.Redis = aioredis.Redis.from_url(
         url,
         socket_timeout=timeout,
         socket_connect_timeout=timeout,
         max_connections=max_connections,
-        retry=Retry(NoBackoff(), 0),
-        health_check_interval=0,
+        retry=Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)),
+        health_check_interval=HEALTH_CHECK_SECONDS,
+        protocol=2,
     )
     return client
 
@@ -47,7 +71,15 @@ class RedisExactStore:
 
     name = "redis"
 
-    def __init__(self, client: aioredis.Redis, *, timeout: float, retry_seconds: float) -> None:
+    def __init__(
+        self,
+        client: aioredis.Redis,
+        *,
+        timeout: float,
+        retry_seconds: float,
+        tracking: TrackedTier | None = None,
+        auto_pipeline: bool = False,
+    ) -> None:
         self._client = client
         self._timeout = timeout
         self._retry_seconds = retry_seconds
@@ -55,7 +87,17 @@ class RedisExactStore:
         self._outage = Outage(
             log, "redis failed, exact cache off for now", "redis is reachable again, cache back on"
         )
-        self._pending: set[asyncio.Task[None]] = set()
+        self.tracking = tracking
+        self._batcher = GetBatcher(self._mget) if auto_pipeline else None
+        self._hits: dict[str, int] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+
+    async def open(self) -> None:
+        """Start writing hit counts and, with tracking, the invalidation subscription."""
+        loop = asyncio.get_running_loop()
+        self._tasks.append(loop.create_task(self._flush_forever()))
+        if self.tracking is not None:
+            self._tasks.append(loop.create_task(self.tracking.run_forever()))
 
     def _check_open(self) -> None:
         if self._down_until and time.monotonic() < self._down_until:
@@ -72,40 +114,77 @@ class RedisExactStore:
             self._down_until = 0.0
 
     async def get(self, key: str) -> CachedAnswer | None:
+        tracking = self.tracking
+        if tracking is None:
+            return await self._read(key)
+        local = tracking.get(key)
+        if local is not None:
+            return local
+        generation = tracking.begin_read(key)
+        answer = None
+        try:
+            answer = await self._read(key)
+        finally:
+            tracking.end_read(key, generation, answer)
+        return answer
+
+    async def _read(self, key: str) -> CachedAnswer | None:
         self._check_open()
         try:
             async with asyncio.timeout(self._timeout):
-                value = await self._client.get(KEY_PREFIX + key)
+                value: bytes | str | None
+                if self._batcher is not None:
+                    value = await self._batcher.get(key)
+                else:
+                    value = await self._client.get(KEY_PREFIX + key)
         except (RedisError, OSError, TimeoutError) as exc:
             raise self._failed("get", exc) from exc
         self._recovered()
         return CachedAnswer.from_bytes(value) if isinstance(value, bytes) else None
 
+    async def _mget(self, keys: list[str]) -> list[bytes | None]:
+        values = await self._client.mget([KEY_PREFIX + k for k in keys])
+        return [v if isinstance(v, bytes) else None for v in values]
+
     async def set(self, key: str, answer: CachedAnswer, ttl: int) -> None:
         self._check_open()
+        self._hits.pop(key, None)
+        if self.tracking is not None:
+            self.tracking.forget(key)
         try:
             async with asyncio.timeout(self._timeout):
-                await self._client.set(KEY_PREFIX + key, answer.to_bytes(), ex=ttl)
+                async with self._client.pipeline(transaction=False) as pipe:
+                    pipe.set(KEY_PREFIX + key, answer.to_bytes(), ex=ttl)
+                    pipe.delete(HITS_PREFIX + key)  # a new answer counts from zero
+                    await pipe.execute()
         except (RedisError, OSError, TimeoutError) as exc:
             raise self._failed("set", exc) from exc
         self._recovered()
 
     def note_hit(self, key: str) -> None:
-        task = asyncio.get_running_loop().create_task(self._count_hit(key))
-        self._pending.add(task)
-        task.add_done_callback(self._pending.discard)
+        self._hits[key] = self._hits.get(key, 0) + 1
 
-    async def _count_hit(self, key: str) -> None:
-        try:
+    async def flush_hits(self) -> None:
+        """Write the hit counts summed since the last flush, in one pipeline; a lost count
+        never matters to a client."""
+        if not self._hits or (self._down_until and time.monotonic() < self._down_until):
+            return
+        pending, self._hits = self._hits, {}
+        with contextlib.suppress(RedisError, OSError, TimeoutError):
             async with asyncio.timeout(self._timeout):
                 async with self._client.pipeline(transaction=False) as pipe:
-                    pipe.incr(HITS_PREFIX + key)
-                    pipe.expire(HITS_PREFIX + key, 30 * 86_400)
+                    for key, count in pending.items():
+                        pipe.incrby(HITS_PREFIX + key, count)
+                        pipe.expire(HITS_PREFIX + key, HITS_TTL_SECONDS)
                     await pipe.execute()
-        except (RedisError, OSError, TimeoutError):
-            return  # a lost hit count never matters to a client
+
+    async def _flush_forever(self) -> None:
+        while True:
+            await asyncio.sleep(FLUSH_SECONDS)
+            await self.flush_hits()
 
     async def scan(self) -> list[StoredEntry]:
+        await self.flush_hits()
         self._check_open()
         entries: list[StoredEntry] = []
         try:
@@ -133,6 +212,9 @@ class RedisExactStore:
 
     async def delete(self, key: str) -> bool:
         self._check_open()
+        self._hits.pop(key, None)
+        if self.tracking is not None:
+            self.tracking.forget(key)
         try:
             async with asyncio.timeout(self._timeout):
                 removed: int = await self._client.delete(KEY_PREFIX + key, HITS_PREFIX + key)
@@ -150,6 +232,10 @@ class RedisExactStore:
         return True
 
     async def close(self) -> None:
-        """Wait for pending hit counters; the client belongs to whoever built it."""
-        if self._pending:
-            await asyncio.gather(*self._pending, return_exceptions=True)
+        """Stop the background work and write pending hit counts; the client belongs to whoever
+        built it."""
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
+        await self.flush_hits()

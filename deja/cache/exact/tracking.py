@@ -1,0 +1,197 @@
+"""A process-local copy of Redis answers, kept coherent by Redis itself (server-assisted
+client-side caching, ``CLIENT TRACKING``).
+
+One dedicated pub/sub connection asks Redis to broadcast every change to a key under the exact
+store's prefix (``CLIENT TRACKING ON REDIRECT <itself> BCAST PREFIX deja:x:``) and subscribes to
+``__redis__:invalidate``. Any process's ``SET``, ``DEL``, ``FLUSHALL`` or an expiry then reaches
+every gateway process as an invalidation message, which drops the key from its local tier. The
+tier is only read while that subscription is live: from the moment it fails (a Redis restart, a
+dropped connection, a missed ping) the tier is emptied and bypassed until Redis has confirmed a
+new subscription, so no process serves an answer that another process has deleted.
+
+Two races are closed here:
+
+- a read that was in flight when its key was invalidated may return the old value; it is
+  served (the read began before the delete) but never copied into the tier;
+- Redis sends the invalidation before it answers the ``DEL`` (in ``BCAST`` mode both leave in
+  the same event-loop turn, invalidations first), so when an admin call returns, every other
+  process has the message on its socket. A process applies it on its next event-loop turn: in
+  that window, microseconds long, it could still answer from its old copy. That is the whole
+  of the gap, and it is documented in docs/architecture.md.
+
+Measured (bench/exact_stores.py): the local tier is what brings a Redis-backed exact hit to
+the in-process store's speed; without it every hit is a network round trip.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+
+import redis.asyncio as aioredis
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import RedisError
+
+from deja.cache.entry import CachedAnswer
+from deja.cache.exact.memory import MemoryExactStore
+
+log = logging.getLogger("deja.cache")
+
+CHANNEL = "__redis__:invalidate"
+#: How often the subscription is pinged; no answer within ``DEAD_AFTER`` means it is gone.
+PING_SECONDS = 1.0
+DEAD_AFTER = 3.0
+#: Wait before subscribing again after a failure.
+RESUBSCRIBE_SECONDS = 0.5
+
+
+class TrackedTier:
+    """The local tier and the subscription that keeps it coherent with Redis."""
+
+    def __init__(
+        self,
+        client: aioredis.Redis,
+        *,
+        prefix: str,
+        tier: MemoryExactStore,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._client = client
+        self._prefix = prefix.encode()
+        self.tier = tier
+        self._clock = clock
+        #: True while Redis has confirmed the subscription and it answers pings.
+        self.live = False
+        #: Bumped whenever the whole tier is dropped (a flush, a lost subscription).
+        self._generation = 0
+        self._reading: dict[str, int] = {}
+        self._dirty: set[str] = set()
+
+    # --- reads and writes of the store ---------------------------------------------------------
+    def get(self, key: str) -> CachedAnswer | None:
+        """The local copy, only while the subscription is live."""
+        return self.tier.peek(key) if self.live else None
+
+    def begin_read(self, key: str) -> int:
+        """Mark a Redis read of ``key`` as in flight; returns the generation to pass back."""
+        self._reading[key] = self._reading.get(key, 0) + 1
+        return self._generation if self.live else -1
+
+    def end_read(self, key: str, generation: int, answer: CachedAnswer | None) -> None:
+        """Copy what the read found into the tier unless the key (or everything) was
+        invalidated while it was in flight."""
+        left = self._reading[key] - 1
+        if left:
+            self._reading[key] = left
+        else:
+            del self._reading[key]
+        dirty = key in self._dirty
+        if not left:
+            self._dirty.discard(key)
+        if answer is None or dirty or generation != self._generation or not self.live:
+            return
+        remaining = answer.expires_at - self._clock()
+        if remaining > 0:
+            self.tier.put(key, answer, remaining)
+
+    def forget(self, key: str) -> None:
+        """This process changes ``key`` in Redis: drop the local copy now, not a round trip
+        later."""
+        self._invalidate(key)
+
+    # --- invalidations --------------------------------------------------------------------------
+    def _invalidate(self, key: str) -> None:
+        self.tier.discard(key)
+        if key in self._reading:
+            self._dirty.add(key)
+
+    def _drop_all(self) -> None:
+        self._generation += 1
+        self.tier.clear()
+        self._dirty.update(self._reading)
+
+    def _on_message(self, data: object) -> None:
+        if data is None:  # FLUSHDB / FLUSHALL, or the server's tracking table was reset
+            self._drop_all()
+            return
+        if not isinstance(data, list):
+            return
+        for raw in data:
+            if isinstance(raw, bytes) and raw.startswith(self._prefix):
+                self._invalidate(raw[len(self._prefix) :].decode())
+
+    def _lost(self, reason: str) -> None:
+        if self.live:
+            log.warning("redis invalidations lost (%s): local exact tier off for now", reason)
+        self.live = False
+        self._drop_all()
+
+    # --- the subscription -----------------------------------------------------------------------
+    async def run_forever(self) -> None:
+        """Subscribe, apply invalidations, ping; on any failure drop the tier and start over."""
+        while True:
+            try:
+                await self._subscribe_and_listen()
+            except (RedisError, OSError, TimeoutError) as exc:
+                self._lost(str(exc) or type(exc).__name__)
+            except asyncio.CancelledError:  # shutting down: nothing to warn about
+                self.live = False
+                self._drop_all()
+                raise
+            await asyncio.sleep(RESUBSCRIBE_SECONDS)
+
+    async def _subscribe_and_listen(self) -> None:
+        pubsub = self._client.pubsub()
+        try:
+            async with asyncio.timeout(DEAD_AFTER):
+                await pubsub.execute_command("CLIENT", "ID")
+                client_id = await pubsub.parse_response(block=True)
+                await pubsub.execute_command(
+                    "CLIENT", "TRACKING", "ON", "REDIRECT", client_id, "BCAST",
+                    "PREFIX", self._prefix,
+                )  # fmt: skip
+                await pubsub.parse_response(block=True)
+                await pubsub.subscribe(CHANNEL)
+                confirmed = await pubsub.get_message(timeout=DEAD_AFTER)
+            if confirmed is None or confirmed.get("type") != "subscribe":
+                raise TimeoutError("redis did not confirm the invalidation subscription")
+            await self._check_tracked(client_id)
+            self._drop_all()  # whatever was cached before this subscription is suspect
+            self.live = True
+            log.info("redis invalidations subscribed: local exact tier on")
+            await self._listen(pubsub)
+        finally:
+            with contextlib.suppress(RedisError, OSError):
+                await pubsub.aclose()  # type: ignore[no-untyped-call]
+
+    async def _check_tracked(self, client_id: object) -> None:
+        """The subscribed connection is the one Redis tracks for us: had redis-py reconnected
+        between ``CLIENT TRACKING`` and ``SUBSCRIBE``, the subscription would carry none."""
+        async with asyncio.timeout(DEAD_AFTER):
+            found = await self._client.client_list(client_id=[str(client_id)])
+        flags = str(found[0].get("flags", "")) if len(found) == 1 else ""
+        if "P" not in flags or "t" not in flags:
+            raise RedisConnectionError("the invalidation connection is not the tracked one")
+
+    async def _listen(self, pubsub: aioredis.client.PubSub) -> None:
+        heard = pinged = time.monotonic()
+        while True:
+            message = await pubsub.get_message(timeout=PING_SECONDS)
+            now = time.monotonic()
+            if message is not None:
+                heard = now
+                kind = message.get("type")
+                if kind == "message":
+                    self._on_message(message.get("data"))
+                elif kind == "subscribe":
+                    # redis-py reconnected and subscribed again by itself: the new connection
+                    # has no CLIENT TRACKING, so invalidations would silently stop.
+                    raise RedisConnectionError("the invalidation connection was re-established")
+            if now - heard > DEAD_AFTER:
+                raise TimeoutError("the invalidation subscription stopped answering pings")
+            if now - pinged >= PING_SECONDS:
+                pinged = now
+                await pubsub.ping()
