@@ -109,8 +109,6 @@ class Pipeline:
         """Answer ``req``; ``prepared`` is what ``prepare`` derived from it (memoised by the
         caller for byte-identical requests), computed here when not given."""
         started = time.perf_counter()
-        if req.corpus is not None:
-            self.check_corpus(req)
         with self.tracing.request_span("deja.request") as span:
             lookup = await self.lookup(req, prepared or self.prepare(req))
             self.stats.record(req.tenant, lookup.outcome)
@@ -118,21 +116,23 @@ class Pipeline:
                 response = self.replay(req, lookup)
                 self.observe(req, lookup, started, span=span)
                 return response
-            status, replica, usage = 500, None, None
+            status, replica, usage, reason = 500, None, None, "internal_error"
             try:
                 response = await self.upstream_step(req, lookup, disconnected, started)
                 status, replica = response.status_code, response.headers.get("x-deja-replica")
+                reason = ""
                 if response.headers.get("x-deja-cache") == Outcome.COALESCED:
                     lookup = dataclasses.replace(lookup, outcome=Outcome.COALESCED)
                 if not req.stream and not self.stores(req, lookup):  # stored: counted there
                     usage = usage_of_json(bytes(response.body))
                 return response
             except DejaError as exc:
-                status = http_error(exc).status
+                shape = http_error(exc)
+                status, reason = shape.status, shape.code or shape.type
                 raise
             finally:
                 if not req.stream or status != 200:
-                    self.observe(req, lookup, started, replica, status, span, usage)
+                    self.observe(req, lookup, started, replica, status, span, usage, reason)
                 elif span is not None:  # the stream is recorded when it ends; its span ends now
                     set_attributes(span, self.span_attributes(req, lookup, replica, status))
 
@@ -159,7 +159,8 @@ class Pipeline:
             return await self.semantic.lookup(req, lookup)
 
     def check_corpus(self, req: GatewayRequest) -> None:
-        """A RAG request names a corpus its tenant owns, hit or miss (404 otherwise)."""
+        """A RAG request names a corpus its tenant owns, hit or miss (404 otherwise; checked
+        at the API boundary with the model, before the pipeline)."""
         if self.retrieve is None:
             raise CorpusNotFoundError(
                 f"The corpus '{req.corpus}' does not exist.", param="X-Deja-Corpus"
@@ -398,9 +399,11 @@ class Pipeline:
         status: int = 200,
         span: Span | None = None,
         usage: Usage | None = None,
+        reason: str = "",
     ) -> None:
         """Metrics, the trace's request attributes and the access-log line, once per request;
-        ``usage`` is an unstored replica answer's (a hit's comes from the stored answer)."""
+        ``usage`` is an unstored replica answer's (a hit's comes from the stored answer),
+        ``reason`` a failed request's error code."""
         entry = lookup.answer.entry_id if lookup.answer is not None else lookup.entry_id
         record_request(
             self.metrics,
@@ -415,6 +418,7 @@ class Pipeline:
                 replica=replica,
                 status=status,
                 verifier_score=lookup.verifier_score,
+                reason=reason,
             ),
             access_log=self.obs.access_log,
         )

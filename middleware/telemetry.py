@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +29,8 @@ class RequestRecord:
     replica: str | None
     status: int
     verifier_score: float | None = None
+    #: The error code of a failed request ("" when it succeeded).
+    reason: str = ""
 
 
 Usage = dict[str, Any]
@@ -64,7 +67,7 @@ def record_request(
     *,
     access_log: AccessLog | None,
 ) -> None:
-    metrics.request(req.endpoint, rec.outcome, req.tenant, rec.seconds)
+    metrics.request(req.endpoint, rec.outcome, req.tenant, rec.seconds, str(rec.status), rec.reason)
     if rec.replica is not None and rec.usage and rec.outcome != "coalesced":
         metrics.tokens(req.model, rec.usage)
     if span is not None:
@@ -83,6 +86,7 @@ def record_request(
         )
     if access_log is not None:
         line = {
+            "ts": round(time.time(), 3),
             "request_id": req.request_id,
             "tenant": req.tenant,
             "route": req.endpoint,
@@ -94,4 +98,35 @@ def record_request(
             "status": rec.status,
             "latency_ms": round(rec.seconds * 1000, 3),
         }
+        if rec.reason:
+            line["reason"] = rec.reason
         access_log.write(line)
+
+
+def record_rejection(
+    metrics: Metrics,
+    access_log: AccessLog | None,
+    *,
+    route: str,
+    status: int,
+    reason: str,
+    tenant: str,
+    request_id: str,
+    seconds: float,
+) -> None:
+    """A request refused before the pipeline (400, 401, 404, 408, 413, 429): counted as
+    ``cache="rejected"`` with its status and reason, and logged like any other."""
+    metrics.request(route, "rejected", tenant, seconds, str(status), reason)
+    if access_log is not None:
+        access_log.write(
+            {
+                "ts": round(time.time(), 3),
+                "request_id": request_id,
+                "tenant": tenant,
+                "route": route,
+                "outcome": "rejected",
+                "status": status,
+                "reason": reason,
+                "latency_ms": round(seconds * 1000, 3),
+            }
+        )

@@ -19,12 +19,14 @@ from deja.cache.keys import Endpoint
 from deja.errors import (
     BodyTooLargeError,
     ClientGoneError,
+    DejaError,
     ModelNotFoundError,
     NoHealthyReplicaError,
 )
 from deja.request import GatewayRequest
 from deja.tenancy.keyring import Tenant
 from middleware.disconnect import Disconnected
+from middleware.errors import http_error
 from middleware.memo import (
     CONTEXT_ID_HEADER,
     CORPUS_FILTER_HEADER,
@@ -33,6 +35,7 @@ from middleware.memo import (
     memo_key,
 )
 from middleware.policy import parse_policy
+from middleware.telemetry import record_rejection
 
 
 def header_map(request: Request) -> dict[str, str]:
@@ -94,23 +97,42 @@ async def ensure_model(gateway: Gateway, model: str) -> None:
 async def _generate(request: Request, endpoint: Endpoint) -> Response:
     gateway = gateway_of(request)
     settings = gateway.settings
-    deadline = time.monotonic() + settings.request_timeout_seconds  # from arrival, body included
+    arrived = time.monotonic()
+    deadline = arrived + settings.request_timeout_seconds  # from arrival, body included
     headers = header_map(request)
-    caller = gateway.keys.authenticate(headers.get("authorization"))
-    tenant = caller.tenant
-    if tenant.rate_limit_rpm is not None:
-        await gateway.limiter.take(caller.key_id, tenant.rate_limit_rpm)
-    raw = await read_body(request, headers, settings.max_body_bytes)
     pipeline = gateway.pipeline
-    # Byte-identical requests (same tenant, same shaping headers) skip validation and key
-    # hashing; the memo never holds an answer (middleware/memo.py).
-    key = memo_key(endpoint, tenant, raw, headers)
-    prepared = pipeline.memo.get(key)
-    if prepared is None:
-        prepared = pipeline.prepare(prepare_request(gateway, endpoint, tenant, raw, headers))
-        pipeline.memo.put(key, prepared)
-    req = prepared.req.for_request(request_id(headers.get("x-request-id")), deadline)
-    await ensure_model(gateway, req.model)
+    tenant_name = "-"
+    try:
+        caller = gateway.keys.authenticate(headers.get("authorization"))
+        tenant = caller.tenant
+        tenant_name = tenant.name
+        if tenant.rate_limit_rpm is not None:
+            await gateway.limiter.take(caller.key_id, tenant.rate_limit_rpm)
+        raw = await read_body(request, headers, settings.max_body_bytes)
+        # Byte-identical requests (same tenant, same shaping headers) skip validation and key
+        # hashing; the memo never holds an answer (middleware/memo.py).
+        key = memo_key(endpoint, tenant, raw, headers)
+        prepared = pipeline.memo.get(key)
+        if prepared is None:
+            prepared = pipeline.prepare(prepare_request(gateway, endpoint, tenant, raw, headers))
+            pipeline.memo.put(key, prepared)
+        req = prepared.req.for_request(request_id(headers.get("x-request-id")), deadline)
+        await ensure_model(gateway, req.model)
+        if req.corpus is not None:
+            pipeline.check_corpus(req)
+    except DejaError as exc:
+        shape = http_error(exc)
+        record_rejection(
+            gateway.metrics,
+            pipeline.obs.access_log,
+            route=endpoint,
+            status=shape.status,
+            reason=shape.code or shape.type,
+            tenant=tenant_name,
+            request_id=request_id(headers.get("x-request-id")),
+            seconds=time.monotonic() - arrived,
+        )
+        raise
     return await pipeline.handle(req, _disconnect_waiter(request.receive), prepared)
 
 

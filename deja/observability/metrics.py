@@ -116,11 +116,20 @@ class Metrics:
         self._children: dict[tuple[Any, ...], Any] = {}
 
     def _define_latencies(self, r: CollectorRegistry) -> None:
-        request_labels = ["route", "cache", *(["tenant"] if self.tenant_label else [])]
+        # status and reason (the error code) count the requests refused before the pipeline too
+        # (cache="rejected"): a 401 or a 429 is as visible as a hit.
+        request_labels = [
+            "route",
+            "cache",
+            "status",
+            "reason",
+            *(["tenant"] if self.tenant_label else []),
+        ]
         # Updated on every request, on the event loop: lock-free (deja.observability.loopmetrics).
         self.requests = LoopCounter(
             "deja_requests",
-            "Generation requests by route and cache outcome",
+            "Generation requests by route, cache outcome (rejected: refused before the cache), "
+            "HTTP status and error code",
             request_labels,
             registry=r,
         )
@@ -329,8 +338,17 @@ class Metrics:
         return child
 
     # --- recording helpers used on the request path -----------------------------------------
-    def request(self, route: str, cache: str, tenant: str, seconds: float) -> None:
-        self.requests.inc((route, cache, tenant) if self.tenant_label else (route, cache))
+    def request(
+        self,
+        route: str,
+        cache: str,
+        tenant: str,
+        seconds: float,
+        status: str = "200",
+        reason: str = "",
+    ) -> None:
+        labels = (route, cache, status, reason)
+        self.requests.inc((*labels, tenant) if self.tenant_label else labels)
         self.request_seconds.observe((route, cache), seconds)
 
     def tokens(self, model: str, usage: dict[str, Any]) -> None:
