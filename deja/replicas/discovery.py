@@ -16,6 +16,8 @@ from deja.errors import UpstreamError, describe
 from deja.replicas.pool import Replica, ReplicaPool
 from deja.replicas.upstream import map_aiohttp_errors
 
+#: What ``deja sim`` writes in its models' ``owned_by`` ("deja-sim (simulated)").
+SIMULATED_MARK = "(simulated)"
 log = logging.getLogger("deja.upstream")
 
 #: An unknown model triggers at most one model-list refresh per this many seconds.
@@ -58,6 +60,9 @@ class ModelDiscovery:
             if isinstance(data, list):
                 models = [m for m in data if isinstance(m, dict) and "id" in m]
                 self.pool.set_models(replica, models)
+                # deja's simulator says so in owned_by: label it wherever the replica shows
+                if any(SIMULATED_MARK in str(m.get("owned_by", "")) for m in models):
+                    replica.simulated = True
 
         await asyncio.gather(*(one(r) for r in self.pool.replicas))
         self.pool.models_refreshed_at = time.monotonic()

@@ -48,6 +48,9 @@ async def test_readyz_names_replicas_only_for_the_admin_key(
         anonymous = await http.get("/readyz")
         admin = await http.get("/readyz", headers={"authorization": "Bearer adm"})
         wrong = await http.get("/readyz", headers={"authorization": "Bearer nope"})
+        report = await http.get("/admin/replicas", headers={"authorization": "Bearer adm"})
+    # replicas named by URL (not started by --demo) are recognised as deja's simulator
+    assert [r["simulated"] for r in report.json()["replicas"]] == [True, True]
     assert anonymous.json()["replicas"] == {"total": 2, "available": 2}
     assert wrong.json()["replicas"] == {"total": 2, "available": 2}
     assert all(u.removeprefix("http://") in admin.json()["replicas"] for u in sims.urls)
