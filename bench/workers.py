@@ -6,6 +6,9 @@ again and again (exact hits) at ``--connections`` for ``--duration`` seconds, fi
 ``--workers 1``, then ``--workers 2`` (restarted between, the same Redis). This machine has two
 cores, so throughput cannot show the scaling: the figure is the gateway's CPU time per request
 (the supervisor and every worker, from ``/proc``) and how evenly the workers shared the work.
+Both gateways run on cpu 0 (the workers inherit the supervisor's pinning) and wrk on cpu 1, so
+neither worker shares a core with the load generator: what differs is only the second process
+(accepting on the same socket, its own client-side tier kept coherent by Redis).
 
 Target (issue 12): CPU per exact hit with 2 workers within 10% of one worker's.
 
@@ -32,6 +35,7 @@ from common import (
     HOST,
     LOADGEN_CPU,
     RESULTS_DIR,
+    SERVER_CPU,
     banner,
     deja_bin,
     free_port,
@@ -87,7 +91,7 @@ def run(args: argparse.Namespace, workers: int, replica: str, redis_url: str) ->
     gateway = start_process(
         f"gw-{workers}",
         [deja_bin(), "serve", "--host", HOST, "--port", str(port)],
-        cpu=None,
+        cpu=SERVER_CPU,
         env=env,
         port=port,
     )
