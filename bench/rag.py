@@ -306,31 +306,28 @@ def main() -> int:
     def body() -> None:
         questions = workload(args)
         banner("Part 1: prefix cache, document order vs score order (SIMULATED replicas)")
-        runs = [prefix_run(args, order, questions) for order in ("document", "score")]
+        runs = [
+            prefix_run(args, order, top_k, questions)
+            for top_k in args.top_k
+            for order in ("document", "score")
+        ]
         results["prefix"] = runs
+        columns = ("top_k", "order", "requests", "prefix_hit_rate", "ttft_p50_ms", "ttft_p90_ms")
         print(
             table(
-                ["order", "requests", "prefix hit rate", "TTFT p50 ms", "TTFT p90 ms"],
-                [
-                    [
-                        r["order"],
-                        r["requests"],
-                        r["prefix_hit_rate"],
-                        r["ttft_p50_ms"],
-                        r["ttft_p90_ms"],
-                    ]
-                    for r in runs
-                ],
+                ["top k", "order", "requests", "prefix hit rate", "TTFT p50 ms", "TTFT p90 ms"],
+                [[r[c] for c in columns] for r in runs],
             )
         )
-        doc, score = runs
-        ratio = doc["prefix_hit_rate"] / score["prefix_hit_rate"] if score["prefix_hit_rate"] else 0
-        results["prefix_ratio"] = ratio
-        print(
-            f"\nprefix-cache hit rate, document/score: {ratio:.2f}x; "
-            f"TTFT p50 score/document: {score['ttft_p50_ms'] / doc['ttft_p50_ms']:.2f}x, "
-            f"p90: {score['ttft_p90_ms'] / doc['ttft_p90_ms']:.2f}x"
-        )
+        for doc, score in zip(runs[::2], runs[1::2], strict=True):
+            rate = score["prefix_hit_rate"]
+            ratio = doc["prefix_hit_rate"] / rate if rate else 0.0
+            doc["prefix_ratio"] = ratio
+            print(
+                f"top {doc['top_k']}: prefix-cache hit rate document/score {ratio:.2f}x; TTFT "
+                f"p50 score/document {score['ttft_p50_ms'] / doc['ttft_p50_ms']:.2f}x, "
+                f"p90 {score['ttft_p90_ms'] / doc['ttft_p90_ms']:.2f}x"
+            )
         if args.skip_latency:
             RESULTS_DIR.mkdir(exist_ok=True)
             (RESULTS_DIR / "rag.json").write_text(json.dumps(results, indent=2))
