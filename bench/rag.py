@@ -128,6 +128,15 @@ async def ingest(base: str) -> int:
     return written
 
 
+def first_token(payload: str) -> bool:
+    """True for an event carrying generated text (the role-only first event does not)."""
+    try:
+        chunk = json.loads(payload)
+    except ValueError:
+        return False
+    return any((c.get("delta") or {}).get("content") for c in chunk.get("choices") or [])
+
+
 async def ask_stream(http: httpx.AsyncClient, question: str) -> float:
     """Send one streamed RAG question; seconds to its first content chunk."""
     body = {
@@ -143,7 +152,7 @@ async def ask_stream(http: httpx.AsyncClient, question: str) -> float:
     ) as reply:
         reply.raise_for_status()
         async for line in reply.aiter_lines():
-            if first is None and line.startswith("data: {") and '"content"' in line:
+            if first is None and line.startswith("data: {") and first_token(line[6:]):
                 first = time.perf_counter()
     return (first or time.perf_counter()) - started
 
