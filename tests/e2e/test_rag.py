@@ -126,7 +126,9 @@ async def test_questions_retrieving_the_same_chunks_share_a_prefix_key(env: Env)
     one = await env.ask("acme", "How is the gateway installed?", **corpus)
     two = await env.ask("acme", "Which Python version does installing need?", **corpus)
     other = await env.ask("acme", "When are invoices sent?", **corpus)
-    assert one.headers["x-deja-sources"] == two.headers["x-deja-sources"] == ("guide/install.md@1")
+    # (the version depends on whether the test that changes install.md ran first)
+    assert one.headers["x-deja-sources"] == two.headers["x-deja-sources"]
+    assert one.headers["x-deja-sources"].startswith("guide/install.md@")
     assert one.headers["x-prefix-hash"] == two.headers["x-prefix-hash"]
     assert other.headers["x-prefix-hash"] != one.headers["x-prefix-hash"]
 
