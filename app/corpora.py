@@ -11,7 +11,7 @@ from pathlib import Path
 
 from qdrant_client import AsyncQdrantClient
 
-from app.resources import QDRANT_LOCAL_MEMORY
+from app.semantic_parts import QDRANT_LOCAL_MEMORY
 from config.settings import Settings
 from deja.corpus.files import collect, content_type_for
 from deja.corpus.names import check_corpus_name

@@ -20,15 +20,13 @@ from starlette.requests import Request
 from app.corpora import open_corpora, preload, retrieve_step
 from app.resources import (
     Replicas,
-    SemanticParts,
     client_keys,
     exact_store,
     flight_lock,
-    open_embedder,
-    semantic_step,
     temporal_detector,
     uses_data_dir_exclusively,
 )
+from app.semantic_parts import SemanticParts, open_embedder, semantic_step
 from config.settings import ConfigError, Settings
 from deja.cache.exact.base import ExactStore
 from deja.cache.exact.redis import connect_redis
