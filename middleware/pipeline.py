@@ -21,7 +21,6 @@ from deja.cache.flightlock import FlightLock
 from deja.cache.keys import cache_key
 from deja.errors import CorpusNotFoundError, DejaError, UpstreamError
 from deja.observability.accesslog import AccessLog
-from deja.observability.langfuse import request_attributes
 from deja.observability.metrics import Metrics
 from deja.observability.stats import Stats
 from deja.observability.tracing import Tracing, set_attributes
@@ -34,6 +33,7 @@ from middleware.bypass import bypass_reason
 from middleware.disconnect import Disconnected, until_disconnect
 from middleware.errors import http_error, stream_error_event
 from middleware.exact import exact_lookup
+from middleware.headers import miss_headers
 from middleware.lookup import Lookup
 from middleware.memo import Prepared, RequestMemo
 from middleware.relay import UsageChunkFilter, answer_from_sse, with_usage_requested
@@ -51,6 +51,7 @@ from middleware.telemetry import (
     RequestRecord,
     Usage,
     record_request,
+    span_attributes,
     usage_of_json,
     usage_of_sse,
 )
@@ -134,7 +135,7 @@ class Pipeline:
                 if not req.stream or status != 200:
                     self.observe(req, lookup, started, replica, status, span, usage, reason)
                 elif span is not None:  # the stream is recorded when it ends; its span ends now
-                    set_attributes(span, self.span_attributes(req, lookup, replica, status))
+                    set_attributes(span, span_attributes(req, lookup, replica, status))
 
     def prepare(self, req: GatewayRequest) -> Prepared:
         """What steps 2 and 3 derive from the request alone, so a byte-identical request can
@@ -242,7 +243,7 @@ class Pipeline:
             ),
             disconnected,
         )
-        headers = self.miss_headers(req, rag, lookup, reply.replica.name, reply.reason, prefix_key)
+        headers = miss_headers(req, rag, lookup, reply.replica.name, reply.reason, prefix_key)
         body = reply.body
         if rag.sources:
             body = with_sources(body, source_records(rag.sources))
@@ -315,7 +316,7 @@ class Pipeline:
                     rag,
                 )
 
-        headers = self.miss_headers(req, rag, lookup, replica, opened.reason, prefix_key)
+        headers = miss_headers(req, rag, lookup, replica, opened.reason, prefix_key)
         headers["cache-control"] = "no-cache"
         headers["x-accel-buffering"] = "no"
         return StreamingResponse(chunks(), media_type=SSE, headers=headers)
@@ -342,53 +343,6 @@ class Pipeline:
     ) -> None:
         with self.tracing.span("deja.store"):
             await store_answer(exact, self.semantic, self.metrics, req, lookup, build, sources)
-
-    def miss_headers(
-        self,
-        req: GatewayRequest,
-        rag: Retrieval,
-        lookup: Lookup,
-        replica: str,
-        reason: str,
-        prefix_key: str | None,
-    ) -> dict[str, str]:
-        headers = {
-            "x-deja-cache": lookup.outcome.value,
-            "x-deja-replica": replica,
-            "x-deja-route": reason,
-            "x-request-id": req.request_id,
-        }
-        if prefix_key is not None:
-            headers["x-prefix-hash"] = prefix_key
-        if lookup.entry_id is not None:
-            headers["x-deja-entry"] = lookup.entry_id
-        if lookup.similarity is not None:  # how close the miss came
-            headers["x-deja-similarity"] = f"{lookup.similarity:.4f}"
-        if lookup.verifier_score is not None:
-            headers["x-deja-verifier-score"] = f"{lookup.verifier_score:.4f}"
-        if lookup.bypass is not None:
-            headers["x-deja-bypass"] = lookup.bypass
-        if req.corpus is not None:
-            headers["x-deja-sources"] = sources_header(source_records(rag.sources))
-        if rag.failed:
-            headers["x-deja-retrieval"] = "failed"
-        return headers
-
-    @staticmethod
-    def span_attributes(
-        req: GatewayRequest, lookup: Lookup, replica: str | None, status: int
-    ) -> dict[str, Any]:
-        """The request span's attributes (Langfuse's trace) from what is known when a stream's
-        response starts."""
-        return request_attributes(
-            req,
-            outcome=lookup.outcome.value,
-            status=status,
-            similarity=lookup.similarity,
-            verifier_score=lookup.verifier_score,
-            entry=lookup.entry_id,
-            replica=replica,
-        )
 
     def observe(
         self,

@@ -26,6 +26,7 @@ from deja.request import GatewayRequest
 from middleware.answers import parse_answer, with_sources
 from middleware.coalesce import Consumer
 from middleware.disconnect import Disconnected
+from middleware.headers import miss_headers
 from middleware.lookup import Lookup
 from middleware.relay import answer_from_sse, with_usage_requested
 from middleware.retrieve import Retrieval, source_records
@@ -53,16 +54,6 @@ class Steps(Protocol):
     def route(self, req: GatewayRequest) -> str | None: ...
 
     def store(self, req: GatewayRequest, lookup: Lookup, build: Build, rag: Retrieval) -> None: ...
-
-    def miss_headers(
-        self,
-        req: GatewayRequest,
-        rag: Retrieval,
-        lookup: Lookup,
-        replica: str,
-        reason: str,
-        prefix_key: str | None,
-    ) -> dict[str, str]: ...
 
 
 class SharedUpstream:
@@ -149,7 +140,7 @@ class SharedUpstream:
                 req.path, body, req.model, prefix_key, deadline=req.deadline
             )
             name = opened.replica.name
-            headers = self.steps.miss_headers(req, rag, lookup, name, opened.reason, prefix_key)
+            headers = miss_headers(req, rag, lookup, name, opened.reason, prefix_key)
             flight.open(Opened(name, headers, streamed=True))
             try:
                 async for chunk in opened.chunks():
@@ -168,7 +159,7 @@ class SharedUpstream:
                 req.path, rag.req.raw, req.model, prefix_key, deadline=req.deadline
             )
             name = reply.replica.name
-            headers = self.steps.miss_headers(req, rag, lookup, name, reply.reason, prefix_key)
+            headers = miss_headers(req, rag, lookup, name, reply.reason, prefix_key)
             flight.open(Opened(name, headers))
             answer = parse_answer(reply.body, entry_id, req, created)
             sources = source_records(rag.sources)

@@ -14,6 +14,7 @@ from deja.observability.langfuse import request_attributes
 from deja.observability.metrics import Metrics
 from deja.observability.tracing import set_attributes
 from deja.request import GatewayRequest
+from middleware.lookup import Lookup
 
 
 @dataclass(slots=True)
@@ -130,3 +131,19 @@ def record_rejection(
                 "latency_ms": round(seconds * 1000, 3),
             }
         )
+
+
+def span_attributes(
+    req: GatewayRequest, lookup: Lookup, replica: str | None, status: int
+) -> dict[str, Any]:
+    """The request span's attributes (Langfuse's trace) from what is known when a stream's
+    response starts."""
+    return request_attributes(
+        req,
+        outcome=lookup.outcome.value,
+        status=status,
+        similarity=lookup.similarity,
+        verifier_score=lookup.verifier_score,
+        entry=lookup.entry_id,
+        replica=replica,
+    )
