@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 import orjson
 import pytest
+import redis.asyncio as aioredis
 
 from deja.sim.config import SimConfig
 from deja.sim.runner import SimCluster, start_simulators
@@ -174,7 +175,14 @@ async def test_two_gateways_sharing_redis_make_one_upstream_call(
     ):
         question = body(f"two gateways {uuid.uuid4().hex}")
         first = asyncio.create_task(http.post(one + "/v1/chat/completions", json=question))
-        await asyncio.sleep(0.2)  # gateway one holds the lock and calls the replica
+        redis = aioredis.Redis.from_url(redis_url)
+        try:  # wait until gateway one holds the lock (it then calls the replica)
+            for _ in range(500):
+                if await redis.keys("deja:flight:*"):
+                    break
+                await asyncio.sleep(0.01)
+        finally:
+            await redis.aclose()
         others = await asyncio.gather(
             *(http.post(url + "/v1/chat/completions", json=question) for url in [one, two] * 5)
         )
