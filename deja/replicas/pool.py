@@ -22,7 +22,7 @@ from enum import StrEnum
 from typing import Any
 from urllib.parse import urlsplit
 
-from config.settings import parse_replica_spec
+from config.replicas import parse_replica_spec
 from deja.routing.ring import HashRing
 
 #: Consecutive failures (5xx, timeouts) that open a replica's breaker.

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from config.settings import parse_replica_spec
+from config.replicas import parse_replica_spec
 from deja.errors import NoHealthyReplicaError, OverloadedError, QueueFullError
 from deja.replicas.admission import Admission, Slot
 from deja.replicas.health import parse_vllm_metrics

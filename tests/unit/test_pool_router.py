@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from config.settings import parse_replica
+from config.replicas import parse_replica
 from deja.errors import NoHealthyReplicaError
 from deja.replicas.health import parse_vllm_metrics
 from deja.replicas.pool import Breaker, BreakerState, ReplicaPool

@@ -1,0 +1,205 @@
+"""The cache's settings: the exact store (Redis or the embedded one), the semantic layer
+(θ, the verifier, the judge, shadow checks, the vector store, the embedder) and the temporal
+bypass. A section of ``config.settings.Settings``.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field, SecretStr, field_validator
+
+
+class CacheSettings(BaseModel):
+    """What the two cache layers store, where, and when they may answer."""
+
+    # --- exact cache --------------------------------------------------------------------------
+    cache_enabled: bool = Field(True, description="Master switch for the response cache.")
+    redis_url: str | None = Field(
+        None,
+        description="Redis URL for the exact cache (and the shared θ store); unset = the "
+        "embedded store chosen by exact_store.",
+    )
+    redis_client_cache: bool = Field(
+        True,
+        description="Keep answers read from Redis in a bounded in-process tier (the memory_cache "
+        "bounds) that Redis keeps coherent across processes (CLIENT TRACKING invalidations).",
+    )
+    redis_auto_pipeline: bool = Field(
+        True,
+        description="Send the exact-cache reads that reach Redis in one event-loop turn as one "
+        "MGET (auto-pipelining).",
+    )
+    exact_store: Literal["disk", "memory"] = Field(
+        "disk",
+        description="The exact cache without Redis: disk = SQLite under data_dir with a bounded "
+        "in-process tier in front (survives restarts); memory = the in-process tier alone.",
+    )
+    exact_sweep_seconds: float = Field(
+        60.0, gt=0, description="How often expired entries are deleted from the disk store."
+    )
+    redis_timeout_seconds: float = Field(
+        0.25, gt=0, description="Per-operation Redis timeout; past it the cache is skipped."
+    )
+    redis_retry_seconds: float = Field(
+        1.0, ge=0, description="After a Redis failure, skip Redis this long before trying again."
+    )
+    single_flight: bool = Field(
+        True,
+        description="Identical concurrent misses make one upstream call (followers get "
+        "X-Deja-Cache: coalesced); across processes through a short Redis lock.",
+    )
+    cache_ttl_seconds: int = Field(86_400, ge=1, description="Default TTL of a cached answer.")
+    cache_max_ttl_seconds: int = Field(
+        7 * 86_400, ge=1, description="Upper bound for a per-request X-Deja-TTL."
+    )
+    memory_cache_max_entries: int = Field(
+        10_000, ge=1, description="Entry bound of the in-process exact tier (or store)."
+    )
+    memory_cache_max_bytes: int = Field(
+        256 * 1024 * 1024,
+        ge=1024,
+        description="Byte bound of the in-process exact tier (or store).",
+    )
+
+    request_memo_entries: int = Field(
+        4096,
+        ge=0,
+        description="Byte-identical requests remembered with their validated form and exact "
+        "key (never their answer), so a repeat skips parsing and hashing; 0 = off.",
+    )
+
+    # --- semantic cache ------------------------------------------------------------------------
+    semantic_enabled: bool = Field(
+        True, description="Answer paraphrases from cache (needs cache_enabled)."
+    )
+    semantic_precision: float = Field(
+        0.92,
+        ge=0.5,
+        le=1.0,
+        description="Precision target of semantic hits (about 0.80-0.97): deja turns it into the "
+        "verifier's cut-off from the calibration table. Per tenant/model via the admin API.",
+    )
+    semantic_threshold: float | None = Field(
+        None,
+        ge=0.0,
+        le=1.0,
+        description="Raw θ override: least cosine similarity of a semantic candidate. Unset: the "
+        "calibration table's floor with the verifier on, 0.98 with it off.",
+    )
+    semantic_verifier: Literal["onnx", "off"] = Field(
+        "onnx",
+        description="Verify semantic candidates with the shipped cross-encoder (off: cosine "
+        "similarity alone decides, at θ).",
+    )
+    semantic_verifier_fallback: Literal["refuse", "cosine"] = Field(
+        "refuse",
+        description="When the verifier's files are corrupt or mismatched: refuse to start, or "
+        "serve semantic hits on cosine alone at θ (loud warning).",
+    )
+    semantic_verifier_dir: Path | None = Field(
+        None,
+        description="Folder of a verifier model (verifier-int8.onnx, tokenizer.json, "
+        "SHA256SUMS, calibration.json); default: the one shipped with deja.",
+    )
+    semantic_calibration_file: Path | None = Field(
+        None,
+        description="A calibration table written by `deja calibrate` (default: the verifier's).",
+    )
+    semantic_top_k: int | None = Field(
+        None, ge=1, le=32, description="Candidates verified per lookup (default: the table's)."
+    )
+    verifier_threads: int = Field(1, ge=1, le=64, description="Verifier intra-op threads.")
+    semantic_skip_verification_above: float | None = Field(
+        None,
+        ge=0.0,
+        le=1.0,
+        description="Serve a candidate at or above this cosine unverified (off: negations "
+        "score 0.989 with their question).",
+    )
+    semantic_judge: Literal["off", "sync", "async"] = Field(
+        "off",
+        description="Ask the replicas themselves about grey-zone candidates (GPU deployments): "
+        "sync waits for the verdict, async serves a miss and remembers the verdict.",
+    )
+    semantic_judge_floor: float = Field(
+        0.80,
+        ge=0.5,
+        le=1.0,
+        description="Lower edge of the judge's grey zone, as a precision target: candidates "
+        "scoring between its cut-off and the request's are judged.",
+    )
+    semantic_judge_timeout_seconds: float = Field(
+        2.0, gt=0, description="Budget of one judge call (sync mode: added to the lookup)."
+    )
+    semantic_shadow_rate: float = Field(
+        0.02,
+        ge=0.0,
+        le=1.0,
+        description="Share of semantic hits re-asked to the model in the background to "
+        "estimate live precision.",
+    )
+    semantic_shadow_invalidate: bool = Field(
+        False, description="Invalidate an entry whose shadow check disagrees."
+    )
+    semantic_timeout_seconds: float = Field(
+        0.25,
+        gt=0,
+        description="Budget for embedding + vector search + verification; past it, a plain miss.",
+    )
+    semantic_context: Literal["conversation", "system"] = Field(
+        "conversation",
+        description="What scopes a semantic hit besides tenant/model/params: the whole "
+        "conversation before the last user message, or only the system prompt.",
+    )
+    semantic_sweep_seconds: float = Field(
+        60.0, gt=0, description="How often expired vectors are deleted."
+    )
+    qdrant_url: str | None = Field(
+        None, description="Qdrant server URL; unset = embedded Qdrant Edge under data_dir."
+    )
+    qdrant_api_key: SecretStr | None = Field(None, description="API key for the Qdrant server.")
+    embedder: Literal["onnx", "sentence-transformers"] = Field(
+        "onnx", description="Embedding backend; sentence-transformers needs `pip install deja[st]`."
+    )
+    embedder_model: str | None = Field(
+        None,
+        description="Local path or name of a sentence-transformers model (embedder="
+        "sentence-transformers only; never downloaded at run time).",
+    )
+    embedder_threads: int = Field(1, ge=1, le=64, description="ONNX Runtime intra-op threads.")
+    embedder_batching: bool = Field(
+        False,
+        description="Micro-batch concurrent embeddings (measured: no gain with this model, so "
+        "off; see docs/architecture.md).",
+    )
+    data_dir: Path = Field(
+        Path(".deja"),
+        description="Where the embedded stores (exact answers, vectors) and, by default, "
+        "derived model files live.",
+    )
+    model_dir: Path | None = Field(
+        None,
+        description="Where derived embedding-model files are cached (default: data_dir/models).",
+    )
+
+    # --- temporal bypass -----------------------------------------------------------------------
+    temporal_bypass: bool = Field(
+        True, description="Skip both caches for time-dependent questions (today, latest, hoy…)."
+    )
+    temporal_extra_patterns: list[str] = Field(
+        default_factory=list,
+        description="Extra volatile regexes (JSON list in the environment, a list in YAML).",
+    )
+
+    @field_validator("temporal_extra_patterns")
+    @classmethod
+    def _check_patterns(cls, value: list[str]) -> list[str]:
+        for pattern in value:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"temporal pattern {pattern!r} is not a regex: {exc}") from exc
+        return value

@@ -1,0 +1,113 @@
+"""The corpora's and retrieval's settings (RAG): chunking, ingestion limits, the start-up
+preload, and how a request retrieves and builds its prompt. A section of
+``config.settings.Settings``.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Self
+
+from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic_settings import NoDecode
+
+
+class RagSettings(BaseModel):
+    """Corpora and asking with retrieval."""
+
+    # --- corpora (issue 11) -----------------------------------------------------------------------
+    corpora_enabled: bool = Field(
+        True,
+        description="Keep document corpora for RAG (`deja corpus …`, /admin/corpora): chunks in "
+        "their own collection of the semantic store (Qdrant Edge under data_dir, or the Qdrant "
+        "server); loads the embedder even with the semantic cache off.",
+    )
+    corpus_chunk_tokens: int = Field(
+        200,
+        ge=32,
+        le=512,
+        description="Token budget of one chunk, its heading path included (MiniLM reads 256).",
+    )
+    corpus_chunk_overlap: int = Field(
+        32, ge=0, description="Tokens a chunk repeats from the end of the one before it."
+    )
+    corpus_max_file_bytes: int = Field(
+        20 * 1024 * 1024, ge=1024, description="Largest file ingested; larger ones are refused."
+    )
+    corpus_embed_batch: int = Field(
+        32, ge=1, le=1024, description="Chunks embedded per call during ingestion."
+    )
+    rag_retrieval_timeout_seconds: float = Field(
+        1.0, gt=0, description="Budget of one retrieval from a corpus; past it, RetrievalError."
+    )
+    corpus_refresh_seconds: float = Field(
+        30.0,
+        gt=0,
+        description="How often the corpus list is re-read from a shared Qdrant server (other "
+        "gateways' ingests).",
+    )
+    corpus_preload: Annotated[dict[str, list[str]], NoDecode] = Field(
+        default_factory=dict,
+        description="Corpora ingested at start-up for corpus_preload_tenant: "
+        "'name=path,path;name2=path' in the environment, a mapping of name to paths in YAML. "
+        "Idempotent: unchanged files are skipped, so a restart is fast.",
+    )
+    corpus_preload_tenant: str = Field(
+        "default", min_length=1, description="The tenant that owns the preloaded corpora."
+    )
+
+    # --- RAG: asking with retrieval (issue 11) ---------------------------------------------------
+    rag_top_k: int = Field(4, ge=1, le=64, description="Chunks retrieved per RAG request.")
+    rag_system_prompt: str = Field(
+        "Answer the question using only the context below. If the context does not contain "
+        "the answer, say that you do not know. Cite the documents you used by their ids.",
+        description="The static system prompt every RAG request starts with (before the "
+        "context block), so the replicas' prefix cache sees one prefix per document set.",
+    )
+    rag_context_order: Literal["document", "score"] = Field(
+        "document",
+        description="Order of the chunks in the context block: document id and chunk index "
+        "(one prompt prefix per document set, which the replicas' prefix cache reuses) or "
+        "score (what most RAG apps do; for comparison).",
+    )
+    rag_default_corpus: str | None = Field(
+        None,
+        description="Corpus of requests that name none (after X-Deja-Corpus, the tenant's "
+        "`corpus` and rag_model_corpus).",
+    )
+    rag_model_corpus: dict[str, str] = Field(
+        default_factory=dict,
+        description='Per-model default corpus, e.g. {"my-model": "handbook"} (JSON in '
+        "the environment).",
+    )
+    rag_invalidate_near: float | None = Field(
+        None,
+        ge=0.0,
+        le=1.0,
+        description="Also invalidate cached questions whose cosine to a chunk of a new or "
+        "changed document is at least this (answers the new text may contradict, whatever "
+        "they were built from); unset: provenance only. Preview with a dry-run ingest.",
+    )
+    rag_on_failure: Literal["answer", "error"] = Field(
+        "error",
+        description="When retrieval fails: answer without context (marked X-Deja-Retrieval: "
+        "failed, never cached) or refuse with a 503. A tenant's keys-file entry overrides it.",
+    )
+
+    @field_validator("corpus_preload", mode="before")
+    @classmethod
+    def _split_preload(cls, value: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+        corpora: dict[str, list[str]] = {}
+        for spec in filter(None, (part.strip() for part in value.split(";"))):
+            name, sep, paths = spec.partition("=")
+            if not sep or not name.strip():
+                raise ValueError(f"corpus_preload entry {spec!r} is not name=path[,path…]")
+            corpora[name.strip()] = [p.strip() for p in paths.split(",") if p.strip()]
+        return corpora
+
+    @model_validator(mode="after")
+    def _check_overlap(self) -> Self:
+        if self.corpus_chunk_overlap * 2 > self.corpus_chunk_tokens:
+            raise ValueError("corpus_chunk_overlap must be at most half of corpus_chunk_tokens")
+        return self
