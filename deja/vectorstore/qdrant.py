@@ -92,6 +92,67 @@ async def ensure_collection(
                 await client.create_payload_index(collection, name, field_schema=schema)
 
 
+class QdrantCollection:
+    """One collection on a Qdrant server (or qdrant-client's local mode) as a store uses it:
+    the client (built from ``url``, or passed in and then never closed here), every call
+    bounded by a timeout and mapped to ``VectorStoreError``, and the close. The semantic
+    cache's store and the corpora's chunk store share it."""
+
+    def __init__(
+        self,
+        *,
+        collection: str,
+        dim: int,
+        url: str | None,
+        api_key: str | None,
+        client: AsyncQdrantClient | None,
+        seconds: float,
+        prefer_grpc: bool = False,
+    ) -> None:
+        if (url is None) == (client is None):
+            raise ValueError("pass exactly one of url or client")
+        if dim <= 0:
+            raise ValueError(f"dim must be positive, got {dim}")
+        self.collection = collection
+        self.dim = dim
+        self.owns_client = client is None
+        if client is None:
+            client = AsyncQdrantClient(
+                url=url,
+                api_key=api_key,
+                prefer_grpc=prefer_grpc,
+                # qdrant-client takes whole seconds; the asyncio timeout is the real bound.
+                timeout=max(1, math.ceil(seconds)),
+                check_compatibility=False,  # no version-probe thread per store
+            )
+        self.client: AsyncQdrantClient = client
+        self.closed = False
+
+    async def call(self, op: str, call: Coroutine[Any, Any, _T], seconds: float) -> _T:
+        """Await ``call`` within ``seconds``, mapping any failure (a closed store refuses)."""
+        if self.closed:
+            call.close()
+            raise VectorStoreError(f"qdrant collection {self.collection!r}: store is closed")
+        return await call_within(f"qdrant {op} on {self.collection!r}", call, seconds)
+
+    async def open(self, indexes: IndexSchemas, seconds: float) -> None:
+        """Create the collection and its payload indexes when missing (idempotent)."""
+        await self.call(
+            "open", ensure_collection(self.client, self.collection, self.dim, indexes), seconds
+        )
+
+    async def close(self) -> None:
+        """Close the client if it was built here (idempotent); the store is unusable after."""
+        if self.closed:
+            return
+        self.closed = True
+        if self.owns_client:
+            try:
+                await self.client.close()
+            except Exception as exc:
+                raise VectorStoreError(f"qdrant client close failed: {exc}") from exc
+
+
 def search_filter(scope: Scope, now: float, created_after: float | None) -> models.Filter:
     """The filter of a lookup: the scope key matches (so every scope field does, see
     ``deja.vectorstore.edge``), ``expires_at > now`` and, when given, ``created_at >=
@@ -143,41 +204,28 @@ class QdrantServerVectorStore:
         maintenance_timeout: float = 10.0,
         prefer_grpc: bool = False,
     ) -> None:
-        if (url is None) == (client is None):
-            raise ValueError("pass exactly one of url or client")
-        if dim <= 0:
-            raise ValueError(f"dim must be positive, got {dim}")
         self.collection = collection
         self.dim = dim
         self.timeout = timeout
         self.maintenance_timeout = maintenance_timeout
-        self._owns_client = client is None
-        if client is None:
-            client = AsyncQdrantClient(
-                url=url,
-                api_key=api_key,
-                prefer_grpc=prefer_grpc,
-                # qdrant-client takes whole seconds; the asyncio timeout below is the real bound.
-                timeout=max(1, math.ceil(max(timeout, maintenance_timeout))),
-                check_compatibility=False,  # no version-probe thread per store
-            )
-        self._client: AsyncQdrantClient = client
-        self._closed = False
+        self._db = QdrantCollection(
+            collection=collection,
+            dim=dim,
+            url=url,
+            api_key=api_key,
+            client=client,
+            seconds=max(timeout, maintenance_timeout),
+            prefer_grpc=prefer_grpc,
+        )
+        self._client = self._db.client
 
     async def _call(self, op: str, call: Coroutine[Any, Any, _T], seconds: float) -> _T:
-        """Await ``call`` within ``seconds``, mapping any failure."""
-        if self._closed:
-            call.close()
-            raise VectorStoreError(f"qdrant collection {self.collection!r}: store is closed")
-        return await call_within(f"qdrant {op} on {self.collection!r}", call, seconds)
+        return await self._db.call(op, call, seconds)
 
     async def open(self) -> None:
         """Create the collection and its payload indexes when missing (idempotent; a concurrent
         creation by another gateway is tolerated)."""
-        await self._call("open", self._open(), self.maintenance_timeout)
-
-    async def _open(self) -> None:
-        await ensure_collection(self._client, self.collection, self.dim, _index_schemas())
+        await self._db.open(_index_schemas(), self.maintenance_timeout)
 
     async def upsert(self, points: list[VectorPoint]) -> None:
         """Insert or replace points (by entry id); returns once the server applied them."""
@@ -305,14 +353,7 @@ class QdrantServerVectorStore:
 
     async def close(self) -> None:
         """Close the client if the store built it (idempotent); the store is unusable after."""
-        if self._closed:
-            return
-        self._closed = True
-        if self._owns_client:
-            try:
-                await self._client.close()
-            except Exception as exc:
-                raise VectorStoreError(f"qdrant client close failed: {exc}") from exc
+        await self._db.close()
 
 
 def _scored(points: list[models.ScoredPoint]) -> list[ScoredPoint]:

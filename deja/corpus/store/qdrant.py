@@ -10,7 +10,6 @@ binary can be installed on the development machines.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
@@ -29,8 +28,7 @@ from deja.corpus.store.base import (
     retrieved,
     split_corpus_key,
 )
-from deja.errors import VectorStoreError
-from deja.vectorstore.qdrant import IndexSchemas, call_within, ensure_collection
+from deja.vectorstore.qdrant import IndexSchemas, QdrantCollection
 
 _T = TypeVar("_T")
 #: Points per scroll page when listing heads.
@@ -89,39 +87,27 @@ class QdrantChunkStore:
         timeout: float = 1.0,
         maintenance_timeout: float = 60.0,
     ) -> None:
-        if (url is None) == (client is None):
-            raise ValueError("pass exactly one of url or client")
-        if dim <= 0:
-            raise ValueError(f"dim must be positive, got {dim}")
         self.collection = collection
         self.dim = dim
         self.timeout = timeout
         self.maintenance_timeout = maintenance_timeout
         #: A server is shared with other gateways; a client passed in (local mode) is not.
         self.shared = url is not None
-        self._owns_client = client is None
-        if client is None:
-            client = AsyncQdrantClient(
-                url=url,
-                api_key=api_key,
-                timeout=max(1, math.ceil(max(timeout, maintenance_timeout))),
-                check_compatibility=False,
-            )
-        self._client: AsyncQdrantClient = client
-        self._closed = False
+        self._db = QdrantCollection(
+            collection=collection,
+            dim=dim,
+            url=url,
+            api_key=api_key,
+            client=client,
+            seconds=max(timeout, maintenance_timeout),
+        )
+        self._client = self._db.client
 
     async def _call(self, op: str, call: Coroutine[Any, Any, _T], seconds: float) -> _T:
-        if self._closed:
-            call.close()
-            raise VectorStoreError(f"qdrant collection {self.collection!r}: store is closed")
-        return await call_within(f"qdrant {op} on {self.collection!r}", call, seconds)
+        return await self._db.call(op, call, seconds)
 
     async def open(self) -> None:
-        await self._call(
-            "open",
-            ensure_collection(self._client, self.collection, self.dim, _index_schemas()),
-            self.maintenance_timeout,
-        )
+        await self._db.open(_index_schemas(), self.maintenance_timeout)
 
     async def upsert(self, points: list[ChunkPoint]) -> None:
         if not points:
@@ -219,11 +205,4 @@ class QdrantChunkStore:
 
     async def close(self) -> None:
         """Close the client if the store built it (idempotent)."""
-        if self._closed:
-            return
-        self._closed = True
-        if self._owns_client:
-            try:
-                await self._client.close()
-            except Exception as exc:
-                raise VectorStoreError(f"qdrant client close failed: {exc}") from exc
+        await self._db.close()
