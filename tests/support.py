@@ -11,11 +11,12 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import AsyncIterator, Generator
+from collections.abc import AsyncIterator, Callable, Generator
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import uvicorn
+from qdrant_client import AsyncQdrantClient
 
 from app.main import create_app
 from config.settings import Settings
@@ -144,3 +145,36 @@ class RedisServer:
 
 def redis_url_from_env() -> str | None:
     return os.environ.get("DEJA_TEST_REDIS_URL")
+
+
+class Closeable(Protocol):
+    async def close(self) -> None: ...
+
+
+S = TypeVar("S", bound=Closeable)
+
+
+@contextlib.asynccontextmanager
+async def store_factory(
+    kind: str,
+    on_edge: Callable[[], S],
+    on_server: Callable[[AsyncQdrantClient], S],
+) -> AsyncIterator[Callable[[], S]]:
+    """For the contract suites run on both backends: a factory of stores of ``kind`` (``edge``,
+    or ``server-local``: qdrant-client's local mode, one client shared by the stores, as one
+    server would be), closing them all (and the client) at the end."""
+    stores: list[S] = []
+    client = AsyncQdrantClient(location=":memory:") if kind == "server-local" else None
+
+    def make() -> S:
+        store = on_edge() if client is None else on_server(client)
+        stores.append(store)
+        return store
+
+    try:
+        yield make
+    finally:
+        for store in stores:
+            await store.close()
+        if client is not None:
+            await client.close()

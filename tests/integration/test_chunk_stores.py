@@ -22,6 +22,7 @@ from deja.corpus.store.base import (
 from deja.corpus.store.edge import EdgeChunkStore
 from deja.corpus.store.qdrant import QdrantChunkStore
 from deja.errors import VectorStoreError
+from tests.support import store_factory
 
 pytestmark = pytest.mark.integration
 
@@ -34,23 +35,15 @@ Factory = Callable[[], ChunkStore]
 @pytest.fixture(params=["edge", "server-local"])
 async def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Factory]:
     """Builds stores of the parametrised kind over one backing location; closes them all."""
-    stores: list[ChunkStore] = []
-    client = AsyncQdrantClient(location=":memory:") if request.param == "server-local" else None
 
-    def make() -> ChunkStore:
-        store: ChunkStore
-        if client is None:
-            store = EdgeChunkStore(tmp_path, collection=COLLECTION, dim=DIM)
-        else:
-            store = QdrantChunkStore(collection=COLLECTION, dim=DIM, client=client)
-        stores.append(store)
-        return store
+    def on_edge() -> ChunkStore:
+        return EdgeChunkStore(tmp_path, collection=COLLECTION, dim=DIM)
 
-    yield make
-    for store in stores:
-        await store.close()
-    if client is not None:
-        await client.close()
+    def on_server(client: AsyncQdrantClient) -> ChunkStore:
+        return QdrantChunkStore(collection=COLLECTION, dim=DIM, client=client)
+
+    async with store_factory(request.param, on_edge, on_server) as make:
+        yield make
 
 
 @pytest.fixture

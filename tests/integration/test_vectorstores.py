@@ -24,6 +24,7 @@ from deja.vectorstore.base import (
 )
 from deja.vectorstore.edge import EdgeVectorStore
 from deja.vectorstore.qdrant import QdrantServerVectorStore
+from tests.support import store_factory
 
 pytestmark = pytest.mark.integration
 
@@ -38,23 +39,15 @@ Factory = Callable[[], VectorStore]
 @pytest.fixture(params=["edge", "server-local"])
 async def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Factory]:
     """Builds stores of the parametrised kind over one backing location; closes them all."""
-    stores: list[VectorStore] = []
-    client = AsyncQdrantClient(location=":memory:") if request.param == "server-local" else None
 
-    def make() -> VectorStore:
-        store: VectorStore
-        if client is None:
-            store = EdgeVectorStore(tmp_path, collection=COLLECTION, dim=DIM)
-        else:
-            store = QdrantServerVectorStore(collection=COLLECTION, dim=DIM, client=client)
-        stores.append(store)
-        return store
+    def on_edge() -> VectorStore:
+        return EdgeVectorStore(tmp_path, collection=COLLECTION, dim=DIM)
 
-    yield make
-    for store in stores:
-        await store.close()
-    if client is not None:
-        await client.close()
+    def on_server(client: AsyncQdrantClient) -> VectorStore:
+        return QdrantServerVectorStore(collection=COLLECTION, dim=DIM, client=client)
+
+    async with store_factory(request.param, on_edge, on_server) as make:
+        yield make
 
 
 @pytest.fixture
