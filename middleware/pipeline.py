@@ -11,11 +11,9 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
 from opentelemetry.trace import Span
 from starlette.responses import Response, StreamingResponse
 
-from deja.cache.entry import CachedAnswer, answer_from_json
 from deja.cache.exact.base import ExactStore
 from deja.cache.flightlock import FlightLock
 from deja.cache.keys import cache_key
@@ -28,7 +26,7 @@ from deja.replicas.upstream import Upstream
 from deja.request import GatewayRequest, Outcome
 from deja.routing.prefix import PrefixConfig, prefix_hash
 from deja.temporal.rules import TemporalDetector
-from middleware.answers import with_sources
+from middleware.answers import parse_answer, with_sources
 from middleware.bypass import bypass_reason
 from middleware.disconnect import Disconnected, until_disconnect
 from middleware.errors import http_error, stream_error_event
@@ -249,16 +247,7 @@ class Pipeline:
             body = with_sources(body, source_records(rag.sources))
         if lookup.entry_id is not None and req.policy.write and not rag.failed:
             entry_id, created = lookup.entry_id, time.time()
-
-            def build() -> CachedAnswer | None:
-                body = orjson.loads(reply.body)
-                if not isinstance(body, dict):
-                    return None
-                return answer_from_json(
-                    body, entry_id=entry_id, endpoint=req.endpoint, created_at=created
-                )
-
-            self.store(req, lookup, build, rag)
+            self.store(req, lookup, lambda: parse_answer(reply.body, entry_id, req, created), rag)
         return prebuilt(body, JSON_TYPE, headers)
 
     async def relay(
