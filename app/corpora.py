@@ -9,17 +9,13 @@ import logging
 from contextlib import AsyncExitStack
 from pathlib import Path
 
-from qdrant_client import AsyncQdrantClient
-
-from app.semantic_parts import QDRANT_LOCAL_MEMORY
+from app.wiring.vectors import VectorBackend
 from config.settings import Settings
 from deja.corpus.files import collect, content_type_for
+from deja.corpus.index import CHUNK_INDEXES, ChunkStore, corpus_collection
 from deja.corpus.names import check_corpus_name
 from deja.corpus.reports import FileReport, SourceFile
 from deja.corpus.service import Corpora, CorpusSettings
-from deja.corpus.store.base import ChunkStore, corpus_collection
-from deja.corpus.store.edge import EdgeChunkStore
-from deja.corpus.store.qdrant import QdrantChunkStore
 from deja.embedding.base import Embedder
 from deja.errors import DejaError, InvalidRequestError
 from deja.observability.metrics import Metrics
@@ -38,40 +34,35 @@ def corpus_settings(settings: Settings) -> CorpusSettings:
     )
 
 
-def chunk_store(
-    settings: Settings, embedder: Embedder, client: AsyncQdrantClient | None = None
-) -> ChunkStore:
-    """Qdrant Edge under data_dir, or the Qdrant server of ``DEJA_QDRANT_URL`` (or ``client``,
-    e.g. qdrant-client's local mode), in a collection apart from the cache's."""
-    collection = corpus_collection(embedder.model_id, embedder.dim)
-    timeout = settings.rag_retrieval_timeout_seconds
-    if client is not None:
-        return QdrantChunkStore(
-            collection=collection, dim=embedder.dim, client=client, timeout=timeout
-        )
-    if settings.qdrant_url:
-        key = settings.qdrant_api_key.get_secret_value() if settings.qdrant_api_key else None
-        return QdrantChunkStore(
-            collection=collection,
-            dim=embedder.dim,
-            url=settings.qdrant_url,
-            api_key=key,
-            timeout=timeout,
-        )
-    return EdgeChunkStore(settings.data_dir, collection=collection, dim=embedder.dim)
+#: Seconds allowed to the chunk store's writes and listings (an upsert carries a whole
+#: document's chunks) on a Qdrant server.
+CHUNK_MAINTENANCE_SECONDS = 60.0
+
+
+def chunk_store(settings: Settings, embedder: Embedder, vectors: VectorBackend) -> ChunkStore:
+    """The chunks, in a collection apart from the cache's; searches bounded by the retrieval
+    budget."""
+    collection = vectors.collection(
+        corpus_collection(embedder.model_id, embedder.dim),
+        embedder.dim,
+        CHUNK_INDEXES,
+        timeout=settings.rag_retrieval_timeout_seconds,
+        maintenance_timeout=CHUNK_MAINTENANCE_SECONDS,
+    )
+    return ChunkStore(collection)
 
 
 async def open_corpora(
-    stack: AsyncExitStack, settings: Settings, embedder: Embedder | None, metrics: Metrics
+    stack: AsyncExitStack,
+    settings: Settings,
+    embedder: Embedder | None,
+    metrics: Metrics,
+    vectors: VectorBackend,
 ) -> Corpora | None:
     """The corpora with their store open and the corpus list read; None when turned off."""
     if not settings.corpora_enabled or embedder is None:
         return None
-    client = None
-    if settings.qdrant_url == QDRANT_LOCAL_MEMORY:
-        client = AsyncQdrantClient(location=":memory:")
-        stack.push_async_callback(client.close)
-    store = chunk_store(settings, embedder, client)
+    store = chunk_store(settings, embedder, vectors)
     await store.open()
     stack.push_async_callback(store.close)
     corpora = Corpora(store, embedder, settings=corpus_settings(settings), metrics=metrics)

@@ -27,6 +27,7 @@ from app.resources import (
     uses_data_dir_exclusively,
 )
 from app.semantic_parts import SemanticParts, open_embedder, semantic_step
+from app.wiring.vectors import VectorBackend
 from config.settings import ConfigError, Settings
 from deja.cache.exact.base import ExactStore
 from deja.cache.exact.redis import connect_redis
@@ -151,10 +152,11 @@ class Gateway:
             stack.push_async_callback(redis.aclose)
         exact = await exact_store(stack, settings, redis)
         embedder = open_embedder(stack, settings)
+        vectors = VectorBackend.open(stack, settings)
         parts = await SemanticParts.open(
-            stack, settings, metrics, tracing, exact, replicas, embedder
+            stack, settings, metrics, tracing, exact, replicas, embedder, vectors
         )
-        corpora = await open_corpora(stack, settings, embedder, metrics)
+        corpora = await open_corpora(stack, settings, embedder, metrics, vectors)
         thresholds = parts.thresholds(settings, metrics)
         background = BackgroundTasks()
         stack.push_async_callback(background.drain)  # pending stores finish before closing

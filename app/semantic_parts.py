@@ -10,9 +10,8 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
-from qdrant_client import AsyncQdrantClient
-
 from app.resources import Replicas
+from app.wiring.vectors import VectorBackend
 from config.settings import Settings
 from deja.cache.exact.base import ExactStore
 from deja.embedding.base import Embedder
@@ -24,14 +23,12 @@ from deja.replicas.upstream import Upstream
 from deja.semantic.cache import SemanticCache
 from deja.semantic.crossencoder import MODEL_FILE, SHIPPED_DIR, check_sums, load_verifier
 from deja.semantic.cutoffs import CALIBRATION_FILE, CalibrationTable, load_table
+from deja.semantic.index import QUESTION_INDEXES, VectorStore, question_collection
 from deja.semantic.judge import Judge
 from deja.semantic.shadow import ShadowChecks
 from deja.semantic.verifier import Verifier
 from deja.temporal.classifier import load_classifier
 from deja.tenancy.thresholds import Thresholds
-from deja.vectorstore.base import VectorStore, collection_name
-from deja.vectorstore.edge import EdgeVectorStore
-from deja.vectorstore.qdrant import QdrantServerVectorStore
 from middleware.semantic import Checks, SemanticSettings, SemanticStep
 from middleware.tasks import BackgroundTasks
 
@@ -40,9 +37,8 @@ log = logging.getLogger("deja")
 #: θ when cosine similarity alone decides (verifier off): the smallest θ whose pairwise precision
 #: on qqp_dev reached 0.90 (README, "Choosing θ").
 COSINE_ONLY_THETA = 0.98
-#: ``DEJA_QDRANT_URL`` value that runs the server implementation on qdrant-client's in-process
-#: local mode (same client API, no server): for tests and demos only.
-QDRANT_LOCAL_MEMORY = ":memory:"
+#: Seconds allowed to the vector store's calls off the request path (on a Qdrant server).
+VECTOR_MAINTENANCE_SECONDS = 10.0
 
 
 def load_embedder(settings: Settings) -> Embedder:
@@ -58,21 +54,16 @@ def load_embedder(settings: Settings) -> Embedder:
     )
 
 
-def vector_store(settings: Settings, embedder: Embedder) -> VectorStore:
-    collection = collection_name(embedder.model_id, embedder.dim)
-    if settings.qdrant_url == QDRANT_LOCAL_MEMORY:
-        client = AsyncQdrantClient(location=":memory:")
-        return QdrantServerVectorStore(collection=collection, dim=embedder.dim, client=client)
-    if settings.qdrant_url:
-        key = settings.qdrant_api_key.get_secret_value() if settings.qdrant_api_key else None
-        return QdrantServerVectorStore(
-            collection=collection,
-            dim=embedder.dim,
-            url=settings.qdrant_url,
-            api_key=key,
-            timeout=settings.semantic_timeout_seconds,
-        )
-    return EdgeVectorStore(settings.data_dir, collection=collection, dim=embedder.dim)
+def vector_store(settings: Settings, embedder: Embedder, vectors: VectorBackend) -> VectorStore:
+    """The cache's index of questions, in a collection of its embedder's."""
+    collection = vectors.collection(
+        question_collection(embedder.model_id, embedder.dim),
+        embedder.dim,
+        QUESTION_INDEXES,
+        timeout=settings.semantic_timeout_seconds,
+        maintenance_timeout=VECTOR_MAINTENANCE_SECONDS,
+    )
+    return VectorStore(collection)
 
 
 def open_embedder(stack: AsyncExitStack, settings: Settings) -> Embedder | None:
@@ -92,10 +83,11 @@ async def semantic_cache(
     metrics: Metrics,
     tracing: Tracing,
     embedder: Embedder | None,
+    vectors: VectorBackend,
 ) -> SemanticCache | None:
     if not (settings.cache_enabled and settings.semantic_enabled) or embedder is None:
         return None
-    store = vector_store(settings, embedder)
+    store = vector_store(settings, embedder, vectors)
     await store.open()
     stack.push_async_callback(store.close)
     log.info(
@@ -200,10 +192,11 @@ class SemanticParts:
         exact: ExactStore | None,
         replicas: Replicas,
         embedder: Embedder | None,
+        vectors: VectorBackend,
     ) -> SemanticParts:
         """The semantic cache (vector store on the shared embedder) and, with it, the verifier
         and table."""
-        cache = await semantic_cache(stack, settings, metrics, tracing, embedder)
+        cache = await semantic_cache(stack, settings, metrics, tracing, embedder, vectors)
         parts = cls(cache, exact, replicas.upstream)
         if cache is not None:
             parts.verifier, parts.table = open_verifier(stack, settings)

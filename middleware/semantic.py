@@ -25,13 +25,13 @@ from deja.observability.outage import Outage
 from deja.request import GatewayRequest, Outcome
 from deja.semantic.cache import SEMANTIC_ERRORS, SemanticCache
 from deja.semantic.cutoffs import CalibrationTable
+from deja.semantic.index import ScoredPoint
 from deja.semantic.judge import Judge
 from deja.semantic.scope import ContextRule, SemanticQuery, semantic_query
 from deja.semantic.shadow import ShadowChecks
 from deja.semantic.verifier import Scored, Verifier, rank, same_words
 from deja.temporal.classifier import TemporalClassifier
 from deja.tenancy.thresholds import Thresholds
-from deja.vectorstore.base import ScoredPoint
 from middleware.lookup import Lookup
 
 log = logging.getLogger("deja.pipeline")

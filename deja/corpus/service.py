@@ -38,10 +38,10 @@ from deja.corpus.chunking import (
     tokenizer_counter,
     word_counter,
 )
+from deja.corpus.index import ChunkPoint, ChunkStore, DocumentHead
 from deja.corpus.names import check_document_id, check_metadata
 from deja.corpus.parsing import ParsedDocument, parse_document
 from deja.corpus.reports import FileReport, IngestReport, Removal, SourceFile
-from deja.corpus.store.base import ChunkPoint, ChunkStore, DocumentHead
 from deja.embedding.base import Embedder
 from deja.errors import (
     CorpusNotFoundError,

@@ -37,8 +37,8 @@ from deja.errors import describe
 from deja.observability.metrics import Metrics
 from deja.replicas.upstream import Upstream
 from deja.request import GatewayRequest
+from deja.semantic.index import VectorStore
 from deja.semantic.scope import message_text, question_text
-from deja.vectorstore.base import VectorStore
 
 log = logging.getLogger("deja.shadow")
 

@@ -19,8 +19,8 @@ from deja.observability.lookups import RecentLookups
 from deja.observability.metrics import Metrics
 from deja.request import CachePolicy, Outcome
 from deja.semantic.cutoffs import parse_table
+from deja.semantic.index import ScoredPoint
 from deja.tenancy.thresholds import Thresholds
-from deja.vectorstore.base import ScoredPoint
 from middleware.lookup import Lookup
 from middleware.semantic import Checks, SemanticSettings, SemanticStep
 

@@ -1,6 +1,7 @@
-"""One contract suite for both ``ChunkStore`` implementations: the embedded Qdrant Edge shard
-(in a temporary directory) and the Qdrant server store (on qdrant-client's local mode, which
-speaks the same client API as a real server; no server binary can be installed here)."""
+"""The corpora's schema (``deja.corpus.index.ChunkStore``) on both vector backends: the embedded
+Qdrant Edge shard (in a temporary directory) and the Qdrant server backend (on qdrant-client's
+local mode, which speaks the same client API as a real server; no server binary can be
+installed here). The backends' own contract is ``test_vectors.py``."""
 
 from __future__ import annotations
 
@@ -10,19 +11,19 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from qdrant_client import AsyncQdrantClient
 
 from deja.corpus.base import Chunk
-from deja.corpus.store.base import (
+from deja.corpus.index import (
+    CHUNK_INDEXES,
     ChunkPoint,
     ChunkStore,
     DocumentHead,
     corpus_collection,
 )
-from deja.corpus.store.edge import EdgeChunkStore
-from deja.corpus.store.qdrant import QdrantChunkStore
 from deja.errors import VectorStoreError
-from tests.support import store_factory
+from deja.vectors.edge import EdgeCollection
+from deja.vectors.qdrant import QdrantCollection
+from tests.support import BACKENDS, collection_factory
 
 pytestmark = pytest.mark.integration
 
@@ -32,18 +33,17 @@ COLLECTION = corpus_collection("test-embedder", DIM)
 Factory = Callable[[], ChunkStore]
 
 
-@pytest.fixture(params=["edge", "server-local"])
+@pytest.fixture(params=BACKENDS)
 async def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Factory]:
     """Builds stores of the parametrised kind over one backing location; closes them all."""
+    async with collection_factory(request.param, tmp_path) as make:
+        yield lambda: ChunkStore(make(COLLECTION, DIM, CHUNK_INDEXES))
 
-    def on_edge() -> ChunkStore:
-        return EdgeChunkStore(tmp_path, collection=COLLECTION, dim=DIM)
 
-    def on_server(client: AsyncQdrantClient) -> ChunkStore:
-        return QdrantChunkStore(collection=COLLECTION, dim=DIM, client=client)
-
-    async with store_factory(request.param, on_edge, on_server) as make:
-        yield make
+def edge_store(data_dir: Path) -> ChunkStore:
+    return ChunkStore(
+        EdgeCollection(data_dir, collection=COLLECTION, dim=DIM, indexes=CHUNK_INDEXES)
+    )
 
 
 @pytest.fixture
@@ -110,7 +110,7 @@ async def test_open_is_idempotent_and_a_second_store_sees_the_data(
     await store.upsert(document("t1", "docs", "a.md"))
     await store.open()
     assert await store.count() == 3
-    if isinstance(store, QdrantChunkStore):
+    if isinstance(store.backend, QdrantCollection):
         other = make_store()
         await other.open()
         assert await other.count() == 3
@@ -224,13 +224,14 @@ async def test_a_closed_store_raises_vector_store_error(make_store: Factory) -> 
 async def test_edge_chunks_survive_a_restart_and_live_apart_from_the_cache(
     tmp_path: Path,
 ) -> None:
-    first = EdgeChunkStore(tmp_path, collection=COLLECTION, dim=DIM)
+    first = edge_store(tmp_path)
     await first.open()
     await first.upsert(document("t1", "docs", "a.md", chunks=5))
     await first.close()
-    assert first.path == tmp_path / "qdrant-edge" / COLLECTION
+    assert tmp_path.joinpath("qdrant-edge", COLLECTION).is_dir()
+    assert first.collection == COLLECTION
     assert COLLECTION.startswith("deja-corpus_")
-    second = EdgeChunkStore(tmp_path, collection=COLLECTION, dim=DIM)
+    second = edge_store(tmp_path)
     await second.open()
     try:
         assert await second.count("t1", "docs") == 5
@@ -241,12 +242,15 @@ async def test_edge_chunks_survive_a_restart_and_live_apart_from_the_cache(
 
 # --- server only -------------------------------------------------------------------------------
 async def test_server_unreachable_raises_vector_store_error_fast() -> None:
-    store = QdrantChunkStore(
-        collection=COLLECTION,
-        dim=DIM,
-        url="http://127.0.0.1:1",
-        timeout=0.3,
-        maintenance_timeout=0.3,
+    store = ChunkStore(
+        QdrantCollection(
+            collection=COLLECTION,
+            dim=DIM,
+            indexes=CHUNK_INDEXES,
+            url="http://127.0.0.1:1",
+            timeout=0.3,
+            maintenance_timeout=0.3,
+        )
     )
     assert store.shared
     started = time.monotonic()

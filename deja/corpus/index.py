@@ -1,5 +1,4 @@
-"""The chunk store interface, shared by Qdrant Edge (embedded default) and the Qdrant server.
-One contract test suite runs against both (``tests/integration/test_chunk_stores.py``).
+"""The corpora's payload schema on the vector layer (``deja.vectors``): one point per chunk.
 
 A point is one chunk: its vector and a payload naming the tenant, corpus, document, version
 and position it belongs to, its text and heading path, the document's metadata and content
@@ -11,7 +10,10 @@ keyword, an injective encoding as the cache's ``scope_key``): the planner then s
 exactly the corpus's points, and a tenant can never retrieve another tenant's chunks.
 
 Point ids include the version, so a new version's chunks are written next to the old ones and
-the old ones deleted afterwards (two calls, never a moment without the document).
+the old ones deleted afterwards (two calls, never a moment without the document). Edge runs no
+optimizer on its own, so a search is an exact scan of the filtered corpus (``bench/corpus.py``
+has the figures), and replaced chunks are deleted but not vacuumed until
+``EdgeCollection.optimize``.
 """
 
 from __future__ import annotations
@@ -20,16 +22,23 @@ import hashlib
 import json
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from deja.corpus.base import Chunk, RetrievedChunk
+from deja.vectors.collection import Collection, Indexes, Point, collection_name
+from deja.vectors.filters import Condition, Filter, Match, Range, all_of
 
 #: Payload key of the compound (tenant, corpus) keyword every search filters on.
 CORPUS_KEY_FIELD = "corpus_key"
-#: Payload fields with a keyword index.
-KEYWORD_FIELDS: tuple[str, ...] = (CORPUS_KEY_FIELD, "tenant", "corpus", "document")
-#: Payload fields with an integer index (``index`` 0 selects the heads).
-INTEGER_FIELDS: tuple[str, ...] = ("version", "index")
+#: The chunks' payload indexes (an integer one on ``index``: 0 selects the heads).
+CHUNK_INDEXES: Indexes = {
+    CORPUS_KEY_FIELD: "keyword",
+    "tenant": "tenant",
+    "corpus": "keyword",
+    "document": "keyword",
+    "version": "integer",
+    "index": "integer",
+}
 #: Most corpora a listing of every tenant's corpora returns.
 MAX_CORPORA = 100_000
 
@@ -47,8 +56,7 @@ def split_corpus_key(key: str) -> tuple[str, str]:
 def corpus_collection(embedder_id: str, dim: int) -> str:
     """The chunk collection of an embedder identity and dimension, separate from the cache's
     (``deja_…``): e.g. ``deja-corpus_all-minilm-l6-v2-dynint8_384``."""
-    safe = "".join(c if c.isalnum() or c in "-_" else "-" for c in embedder_id.lower())
-    return f"deja-corpus_{safe}_{dim}"
+    return collection_name("deja-corpus", embedder_id, dim)
 
 
 def chunk_point_id(chunk: Chunk) -> str:
@@ -169,27 +177,64 @@ def retrieved(score: float, payload: dict[str, Any]) -> RetrievedChunk | None:
     return RetrievedChunk(chunk_of(payload), score)
 
 
-class ChunkStore(Protocol):
-    """Cosine-similarity store of corpus chunks. Implementations raise
+def matches(
+    tenant: str | None, corpus: str | None = None, document: str | None = None
+) -> list[Condition]:
+    """The conditions selecting a tenant, one of its corpora, one of its documents. A corpus
+    or document without its tenant is refused: corpus names are only unique within a tenant."""
+    if tenant is None:
+        if corpus is not None or document is not None:
+            raise ValueError("a corpus or document needs its tenant")
+        return []
+    if corpus is None:
+        if document is not None:
+            raise ValueError("a document needs its corpus")
+        return [Match("tenant", tenant)]
+    found: list[Condition] = [Match(CORPUS_KEY_FIELD, corpus_key(tenant, corpus))]
+    if document is not None:
+        found.append(Match("document", document))
+    return found
+
+
+def _where(
+    conditions: list[Condition], where: dict[str, str] | None = None, *, heads: bool = False
+) -> Filter | None:
+    """``conditions``, the metadata equalities of ``where``, and the heads only when asked."""
+    meta = [Match(f"metadata.{key}", value) for key, value in (where or {}).items()]
+    return all_of(*conditions, *meta, Match("index", 0) if heads else None)
+
+
+class ChunkStore:
+    """The corpora's cosine-similarity store of chunks on one ``Collection`` (Edge or a Qdrant
+    server: the same code). Searches are request-path calls (the retrieval budget); writes,
+    deletes and listings are maintenance (an upsert carries a whole document's chunks). Raises
     ``deja.errors.VectorStoreError`` for any backend failure."""
 
-    name: str
-    collection: str
-    #: True when other processes may change the store (a Qdrant server): the corpus set is
-    #: then re-read periodically.
-    shared: bool
+    def __init__(self, collection: Collection) -> None:
+        self.backend = collection
+        self.name = collection.name
+        self.collection = collection.collection
+        #: True when other processes may change the store (a Qdrant server): the corpus set is
+        #: then re-read periodically.
+        self.shared = collection.shared
 
     async def open(self) -> None:
         """Create the collection and its payload indexes when missing (idempotent)."""
+        await self.backend.open()
 
     async def upsert(self, points: list[ChunkPoint]) -> None:
         """Insert or replace points, all in one update."""
+        batch = [Point(chunk_point_id(p.chunk), p.vector, p.payload()) for p in points]
+        await self.backend.upsert(batch, maintenance=True)
 
     async def delete_older(self, tenant: str, corpus: str, document: str, version: int) -> None:
         """Remove the document's chunks of every version below ``version``, in one update."""
+        older = Filter((*matches(tenant, corpus, document), Range("version", lt=version)))
+        await self.backend.delete(older)
 
     async def delete_document(self, tenant: str, corpus: str, document: str) -> None:
         """Remove every chunk of the document, all versions, in one update."""
+        await self.backend.delete(Filter(tuple(matches(tenant, corpus, document))))
 
     async def search(
         self,
@@ -202,37 +247,27 @@ class ChunkStore(Protocol):
     ) -> list[RetrievedChunk]:
         """The nearest chunks of ``tenant``'s ``corpus`` (whose metadata equals ``where`` when
         given), best first; every version present is searched."""
+        flt = _where(matches(tenant, corpus), where)
+        hits = await self.backend.search(vector, flt, limit=limit)
+        found = (retrieved(hit.score, hit.payload) for hit in hits)
+        return [r for r in found if r is not None]
 
     async def heads(
         self, tenant: str | None = None, corpus: str | None = None, document: str | None = None
     ) -> list[DocumentHead]:
         """The head of every stored version matching the given fields (all when None)."""
+        flt = _where(matches(tenant, corpus, document), heads=True)
+        return [head_of(p) for p in await self.backend.scroll(flt, leave_out=("text",))]
 
     async def corpus_keys(self) -> set[tuple[str, str]]:
         """Every (tenant, corpus) that holds at least one chunk."""
+        counts = await self.backend.facet(CORPUS_KEY_FIELD, limit=MAX_CORPORA)
+        return {split_corpus_key(key) for key in counts}
 
     async def count(self, tenant: str | None = None, corpus: str | None = None) -> int:
         """How many chunks are stored (of a tenant, of one of its corpora)."""
+        return await self.backend.count(_where(matches(tenant, corpus)), maintenance=True)
 
     async def close(self) -> None:
         """Release what the store created (flush to disk for the embedded store)."""
-
-
-def matches(
-    tenant: str | None, corpus: str | None = None, document: str | None = None
-) -> list[tuple[str, str]]:
-    """The keyword conditions (field, value) selecting a tenant, one of its corpora, one of
-    its documents. A corpus or document without its tenant is refused: corpus names are only
-    unique within a tenant."""
-    if tenant is None:
-        if corpus is not None or document is not None:
-            raise ValueError("a corpus or document needs its tenant")
-        return []
-    if corpus is None:
-        if document is not None:
-            raise ValueError("a document needs its corpus")
-        return [("tenant", tenant)]
-    found = [(CORPUS_KEY_FIELD, corpus_key(tenant, corpus))]
-    if document is not None:
-        found.append(("document", document))
-    return found
+        await self.backend.close()

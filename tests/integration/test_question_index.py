@@ -1,6 +1,7 @@
-"""One contract suite for both ``VectorStore`` implementations: the embedded Qdrant Edge shard
-(in a temporary directory) and the Qdrant server store (on qdrant-client's local mode, which
-speaks the same client API as a real server)."""
+"""The semantic cache's schema (``deja.semantic.index.VectorStore``) on both vector backends: the
+embedded Qdrant Edge shard (in a temporary directory) and the Qdrant server backend (on
+qdrant-client's local mode, which speaks the same client API as a real server). The backends'
+own contract is ``test_vectors.py``."""
 
 from __future__ import annotations
 
@@ -9,45 +10,52 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 from qdrant_client import AsyncQdrantClient
 
 from deja.errors import VectorStoreError
-from deja.vectorstore.base import (
+from deja.semantic.index import (
+    QUESTION_INDEXES,
     SCOPE_FIELDS,
     Scope,
     VectorPoint,
     VectorStore,
-    collection_name,
+    question_collection,
 )
-from deja.vectorstore.edge import EdgeVectorStore
-from deja.vectorstore.qdrant import QdrantServerVectorStore
-from tests.support import store_factory
+from deja.vectors.edge import EdgeCollection
+from deja.vectors.qdrant import QdrantCollection
+from tests.support import BACKENDS, collection_factory
 
 pytestmark = pytest.mark.integration
 
 DIM = 16
-COLLECTION = collection_name("test-embedder", DIM)
+COLLECTION = question_collection("test-embedder", DIM)
 NOW = 1_000_000.0
 SCOPE = Scope(tenant="t1", model="m1", params_hash="p1", context_hash="c1", namespace="ns")
 
 Factory = Callable[[], VectorStore]
 
 
-@pytest.fixture(params=["edge", "server-local"])
+@pytest.fixture(params=BACKENDS)
 async def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Factory]:
     """Builds stores of the parametrised kind over one backing location; closes them all."""
+    async with collection_factory(request.param, tmp_path) as make:
+        yield lambda: VectorStore(make(COLLECTION, DIM, QUESTION_INDEXES))
 
-    def on_edge() -> VectorStore:
-        return EdgeVectorStore(tmp_path, collection=COLLECTION, dim=DIM)
 
-    def on_server(client: AsyncQdrantClient) -> VectorStore:
-        return QdrantServerVectorStore(collection=COLLECTION, dim=DIM, client=client)
+def edge_store(data_dir: Path, dim: int = DIM) -> VectorStore:
+    return VectorStore(
+        EdgeCollection(data_dir, collection=COLLECTION, dim=dim, indexes=QUESTION_INDEXES)
+    )
 
-    async with store_factory(request.param, on_edge, on_server) as make:
-        yield make
+
+def server_store(**options: Any) -> VectorStore:
+    return VectorStore(
+        QdrantCollection(collection=COLLECTION, dim=DIM, indexes=QUESTION_INDEXES, **options)
+    )
 
 
 @pytest.fixture
@@ -97,7 +105,7 @@ async def test_open_is_idempotent(store: VectorStore, make_store: Factory) -> No
     await store.upsert([point(unit(1))])
     await store.open()
     assert await store.count() == 1
-    if isinstance(store, QdrantServerVectorStore):  # a second store on an existing collection
+    if isinstance(store.backend, QdrantCollection):  # a second store on an existing collection
         other = make_store()
         await other.open()
         assert await other.count() == 1
@@ -246,14 +254,14 @@ async def test_calls_after_close_raise_vector_store_error(store: VectorStore) ->
 async def test_edge_survives_restart(tmp_path: Path) -> None:
     rng = np.random.default_rng(13)
     points = [point(random_unit(rng)) for _ in range(30)]
-    first = EdgeVectorStore(tmp_path, collection=COLLECTION, dim=DIM)
+    first = edge_store(tmp_path)
     await first.open()
     await first.upsert(points)
     await first.delete([points[0].entry_id])
     await first.close()
     assert (tmp_path / "qdrant-edge" / COLLECTION / "edge_config.json").exists()
 
-    second = EdgeVectorStore(tmp_path, collection=COLLECTION, dim=DIM)
+    second = edge_store(tmp_path)
     await second.open()
     try:
         assert await second.count() == 29
@@ -268,30 +276,28 @@ async def test_edge_survives_restart(tmp_path: Path) -> None:
 
 
 async def test_edge_shard_is_exclusive_to_one_store(tmp_path: Path) -> None:
-    first = EdgeVectorStore(tmp_path, collection=COLLECTION, dim=DIM)
+    first = edge_store(tmp_path)
     await first.open()
     try:
         with pytest.raises(VectorStoreError):
-            await EdgeVectorStore(tmp_path, collection=COLLECTION, dim=DIM).open()
+            await edge_store(tmp_path).open()
     finally:
         await first.close()
     with pytest.raises(VectorStoreError):  # reopening with another dimension is refused
-        await EdgeVectorStore(tmp_path, collection=COLLECTION, dim=DIM * 2).open()
+        await edge_store(tmp_path, DIM * 2).open()
 
 
 async def test_edge_unusable_directory_raises(tmp_path: Path) -> None:
     (tmp_path / "qdrant-edge").write_text("not a directory")
     with pytest.raises(VectorStoreError):
-        await EdgeVectorStore(tmp_path, collection=COLLECTION, dim=DIM).open()
+        await edge_store(tmp_path).open()
     with pytest.raises(VectorStoreError):  # never opened
-        await EdgeVectorStore(tmp_path, collection=COLLECTION, dim=DIM).count()
+        await edge_store(tmp_path).count()
 
 
 # --- server only -------------------------------------------------------------------------------
 async def test_server_unreachable_raises_vector_store_error_fast() -> None:
-    store = QdrantServerVectorStore(
-        collection=COLLECTION,
-        dim=DIM,
+    store = server_store(
         url="http://127.0.0.1:1",
         timeout=0.3,
         maintenance_timeout=0.3,
@@ -311,13 +317,11 @@ async def test_server_unreachable_raises_vector_store_error_fast() -> None:
 
 async def test_server_store_needs_exactly_one_backend() -> None:
     with pytest.raises(ValueError):
-        QdrantServerVectorStore(collection=COLLECTION, dim=DIM)
+        server_store()
     client = AsyncQdrantClient(location=":memory:")
     try:
         with pytest.raises(ValueError):
-            QdrantServerVectorStore(
-                collection=COLLECTION, dim=DIM, url="http://127.0.0.1:6333", client=client
-            )
+            server_store(url="http://127.0.0.1:6333", client=client)
     finally:
         await client.close()
 
@@ -325,12 +329,12 @@ async def test_server_store_needs_exactly_one_backend() -> None:
 async def test_server_store_leaves_a_passed_client_open(tmp_path: Path) -> None:
     client = AsyncQdrantClient(path=str(tmp_path / "local"))
     try:
-        store = QdrantServerVectorStore(collection=COLLECTION, dim=DIM, client=client)
+        store = server_store(client=client)
         await store.open()
         await store.upsert([point(unit(1))])
         await store.close()
         assert await client.count(COLLECTION) is not None  # still usable
-        reopened = QdrantServerVectorStore(collection=COLLECTION, dim=DIM, client=client)
+        reopened = server_store(client=client)
         await reopened.open()
         assert await reopened.count() == 1
         await reopened.close()

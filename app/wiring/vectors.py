@@ -1,0 +1,58 @@
+"""Where the vector collections live, decided once per gateway from ``DEJA_QDRANT_URL``: unset,
+Qdrant Edge under ``data_dir``; a URL, that Qdrant server; ``:memory:``, qdrant-client's
+in-process local mode (tests and demos: same client API, no server). The semantic cache and
+the corpora both ask this one object for their collection."""
+
+from __future__ import annotations
+
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from typing import Any
+
+from qdrant_client import AsyncQdrantClient
+
+from config.settings import Settings
+from deja.vectors.collection import Collection, Indexes
+from deja.vectors.edge import EdgeCollection
+from deja.vectors.qdrant import QdrantCollection
+
+#: ``DEJA_QDRANT_URL`` value that runs the server backend on qdrant-client's in-process local
+#: mode (same client API, no server): for tests and demos only.
+QDRANT_LOCAL_MEMORY = ":memory:"
+
+
+@dataclass(frozen=True)
+class VectorBackend:
+    """The one choice of backend, and the local-mode client when that is the choice."""
+
+    settings: Settings
+    #: qdrant-client's local mode, shared by every collection (one in-process "server").
+    local: AsyncQdrantClient | None = None
+
+    @classmethod
+    def open(cls, stack: AsyncExitStack, settings: Settings) -> VectorBackend:
+        if settings.qdrant_url != QDRANT_LOCAL_MEMORY:
+            return cls(settings)
+        client = AsyncQdrantClient(location=":memory:")
+        stack.push_async_callback(client.close)
+        return cls(settings, client)
+
+    def collection(
+        self, name: str, dim: int, indexes: Indexes, *, timeout: float, maintenance_timeout: float
+    ) -> Collection:
+        """A collection on the chosen backend (not yet opened)."""
+        settings = self.settings
+        if not settings.qdrant_url:
+            return EdgeCollection(settings.data_dir, collection=name, dim=dim, indexes=indexes)
+        server: dict[str, Any] = {"client": self.local}
+        if self.local is None:
+            key = settings.qdrant_api_key.get_secret_value() if settings.qdrant_api_key else None
+            server = {"url": settings.qdrant_url, "api_key": key}
+        return QdrantCollection(
+            collection=name,
+            dim=dim,
+            indexes=indexes,
+            timeout=timeout,
+            maintenance_timeout=maintenance_timeout,
+            **server,
+        )
