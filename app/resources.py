@@ -142,8 +142,8 @@ async def replica_urls(stack: AsyncExitStack, settings: Settings) -> tuple[list[
         if not settings.replicas:
             log.warning("no replicas configured (DEJA_REPLICAS); generation requests get 503")
         return list(settings.replicas), False
-    from deja.sim.config import SimConfig
-    from deja.sim.runner import start_simulators
+    from sim.config import SimConfig
+    from sim.runner import start_simulators
 
     cluster = await start_simulators(settings.demo_replicas, SimConfig(), host="127.0.0.1")
     stack.push_async_callback(cluster.stop)

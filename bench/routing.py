@@ -312,7 +312,7 @@ def offline_replay(
     rates over the measured phase: what each routing can reach at best, whatever the timing."""
     from deja.routing.prefix import prefix_hash
     from deja.routing.ring import HashRing
-    from deja.sim.engine import PrefixCache, render_chat, tokenize
+    from sim.engine import PrefixCache, render_chat, tokenize
 
     ring = HashRing(urls)
     home_of: dict[int, int] = {}

@@ -1,5 +1,5 @@
 """``deja doctor``: read the replicas' ``/metrics`` (and deja's own) over a window and apply the
-diagnostic matrix of :mod:`deja.tuning.doctor`."""
+diagnostic matrix of :mod:`tuning.doctor`."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ import httpx
 
 from app.cli.support import EXIT_API_ERROR, EXIT_UNREACHABLE, check_duration
 from deja.errors import ReplicaError
-from deja.tuning.doctor import Finding, diagnose
-from deja.tuning.observe import Observation, ReplicaWindow, observe, replicas_of_gateway
-from deja.tuning.promtext import fetch_metrics
+from tuning.doctor import Finding, diagnose
+from tuning.observe import Observation, ReplicaWindow, observe, replicas_of_gateway
+from tuning.promtext import fetch_metrics
 
 __all__ = ["doctor_command", "run_doctor"]
 

@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from app.cli.plot import encode_png
-from deja.tuning.grid import CellResult
+from tuning.grid import CellResult
 
 __all__ = ["write_heatmap_html", "write_heatmap_png"]
 

@@ -1,6 +1,6 @@
 """``deja tune``: grid search over max-num-seqs x max-num-batched-tokens on a workload; writes a
 JSON result and a heat map (PNG and HTML), recommends the best cell under a TTFT SLO and
-prints its ``vllm serve`` flags. Domain logic: :mod:`deja.tuning`."""
+prints its ``vllm serve`` flags. Domain logic: :mod:`tuning`."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ import httpx
 from app.cli.heatmap import write_heatmap_html, write_heatmap_png
 from app.cli.support import EXIT_API_ERROR, EXIT_UNREACHABLE, table
 from deja.errors import ReplicaError, TuningError
-from deja.sim.gpus import GPU_PROFILES
-from deja.tuning.grid import (
+from sim.gpus import GPU_PROFILES
+from tuning.grid import (
     DEFAULT_SEQS,
     DEFAULT_TOKENS,
     Cell,
@@ -26,11 +26,11 @@ from deja.tuning.grid import (
     recommend,
     run_grid,
 )
-from deja.tuning.inprocess import InProcessRunner
-from deja.tuning.process import DEFAULT_REPLICA_CMD, ProcessRunner
-from deja.tuning.profiles import VllmProfile, get_profile, serve_args, shell_command
-from deja.tuning.promtext import fetch_metrics
-from deja.tuning.workload import LengthDist, Workload, workload_from_gateway
+from tuning.inprocess import InProcessRunner
+from tuning.process import DEFAULT_REPLICA_CMD, ProcessRunner
+from tuning.profiles import VllmProfile, get_profile, serve_args, shell_command
+from tuning.promtext import fetch_metrics
+from tuning.workload import LengthDist, Workload, workload_from_gateway
 
 __all__ = ["tune_command"]
 

@@ -22,10 +22,11 @@ Two modes:
     suffixes. A prompt shorter than one block hashes its partial block.
 
     deja has no model tokenizer: tokens are the pieces of ``\\w+|[^\\w\\s]`` and a chat is
-    rendered as ``<|role|>\\n{content}\\n`` per message plus a trailing ``<|assistant|>\\n`` (the
-    same rendering and tokenizer as deja's vLLM simulator). Block boundaries therefore match the
-    simulator exactly and approximate a real vLLM's; a prompt given as token ids uses the ids
-    themselves, so its boundaries are exact when ``block_size`` matches vLLM's. Non-text content
+    rendered by the one chat template, ``deja.chat.template`` (``<|role|>\\n{content}\\n`` per
+    message plus a trailing ``<|assistant|>\\n``), which the simulator renders its prompts
+    with too. Block boundaries therefore match the simulator exactly and approximate a real
+    vLLM's; a prompt given as token ids uses the ids themselves, so its boundaries are exact
+    when ``block_size`` matches vLLM's. Non-text content
     parts render as ``[type]`` and fold a digest of the part into their block (as vLLM does with
     image hashes); ``tools`` and the model are folded into the chain's seed.
 
@@ -35,16 +36,14 @@ Keys are 16 hex characters (64 bits of sha256). Pure functions, no I/O.
 from __future__ import annotations
 
 import hashlib
-import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from itertools import islice
 from typing import Any, Literal
 
-import orjson
-
 from deja.cache.keys import Endpoint
+from deja.chat.template import canonical, chat_segments
 
 __all__ = ["PrefixConfig", "PrefixMode", "prefix_hash"]
 
@@ -134,15 +133,7 @@ def _static_chat(model: Any, messages: list[Any], tools: Any) -> str | None:
         "instructions": instructions,
         "tools": tools,
     }
-    return hashlib.sha256(_canonical(document)).hexdigest()[:_KEY_CHARS]
-
-
-def _canonical(value: Any) -> bytes:
-    """Sorted-key JSON; falls back to the stdlib for what orjson refuses (ints over 64 bits)."""
-    try:
-        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
-    except TypeError:  # orjson.JSONEncodeError is a TypeError
-        return json.dumps(value, sort_keys=True, separators=(",", ":"), default=repr).encode()
+    return hashlib.sha256(canonical(document)).hexdigest()[:_KEY_CHARS]
 
 
 # --------------------------------------------------------------------------- blocks mode
@@ -151,7 +142,7 @@ def _canonical(value: Any) -> bytes:
 def _seed(model: Any, kind: Literal["text", "ids"], tools: Any) -> bytes:
     # Token ids and text pieces live in different namespaces ("1 2 3" is not [1, 2, 3]).
     document = {"v": PREFIX_VERSION, "model": model, "kind": kind, "tools": tools}
-    return hashlib.sha256(_canonical(document)).digest()
+    return hashlib.sha256(canonical(document)).digest()
 
 
 def _chain(seed: bytes, tokens: list[str], config: PrefixConfig) -> str | None:
@@ -218,52 +209,14 @@ def _completion(model: Any, prompt: Any, config: PrefixConfig) -> str | None:
 def chat_tokens(messages: list[Any], limit: int) -> list[str]:
     """The first ``limit`` tokens of the rendered chat (see the module docstring)."""
     tokens: list[str] = []
-    for text, part_digest in _render_chat(messages):
+    for text, part in chat_segments(messages):
         before = len(tokens)
         full = tokenize_into(tokens, text, limit)
-        if part_digest is not None and len(tokens) > before:
+        if part is not None and len(tokens) > before:
+            part_digest = hashlib.sha256(canonical(part)).hexdigest()[:_KEY_CHARS]
             # Same token count as the simulator's "[type]", but the part's identity rides on the
             # closing token so different images change the block hash, not the block boundaries.
             tokens[-1] = f"{tokens[-1]}\x00{part_digest}"
         if full:
             break
     return tokens
-
-
-def _render_chat(messages: list[Any]) -> Iterator[tuple[str, str | None]]:
-    """Text segments of the rendered chat, each with a digest when it stands for a non-text part.
-
-    Mirrors ``deja.sim.engine.render_chat``: ``<|role name=.. tool_call_id=..|>\\n{content}\\n``
-    per message, text parts joined by newlines, assistant ``tool_calls`` appended as
-    ``[tool_calls {json}]``, then ``<|assistant|>\\n``.
-    """
-    for message in messages:
-        if not isinstance(message, Mapping):
-            continue
-        tag = str(message.get("role"))
-        name = message.get("name")
-        if isinstance(name, str) and name:
-            tag = f"{tag} name={name}"
-        tool_call_id = message.get("tool_call_id")
-        if isinstance(tool_call_id, str) and tool_call_id:
-            tag = f"{tag} tool_call_id={tool_call_id}"
-        yield f"<|{tag}|>\n", None
-        content = message.get("content")
-        if isinstance(content, str):
-            yield content, None
-        elif isinstance(content, list):
-            for index, part in enumerate(content):
-                if index:
-                    yield "\n", None
-                if isinstance(part, str):
-                    yield part, None
-                elif isinstance(part, Mapping) and part.get("type") == "text":
-                    yield str(part.get("text") or ""), None
-                elif isinstance(part, Mapping):
-                    digest = hashlib.sha256(_canonical(part)).hexdigest()[:_KEY_CHARS]
-                    yield f"[{part.get('type')}]", digest
-        tool_calls = message.get("tool_calls")
-        if tool_calls:
-            yield f"[tool_calls {_canonical(tool_calls).decode()}]", None
-        yield "\n", None
-    yield "<|assistant|>\n", None

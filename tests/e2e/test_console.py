@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from playwright.async_api import Browser, Page, async_playwright, expect
 
-from deja.sim.runner import SimCluster
+from sim.runner import SimCluster
 from tests.e2e.console_support import (
     ADMIN_KEY,
     CACHED,

@@ -14,11 +14,11 @@ import httpx
 import pytest
 
 from app.cli.doctor import run_doctor
-from deja.sim.config import SimConfig
-from deja.sim.runner import SimCluster, start_simulators
-from deja.tuning.doctor import Finding
-from deja.tuning.drive import prompt_text
+from sim.config import SimConfig
+from sim.runner import SimCluster, start_simulators
 from tests.support import SIM_MODEL, free_port
+from tuning.doctor import Finding
+from tuning.drive import prompt_text
 
 pytestmark = pytest.mark.integration
 

@@ -1,6 +1,6 @@
 """The model-as-judge against a real simulated replica over HTTP, through the real upstream path.
 
-The simulator answers by its documented word-overlap rule (``deja.sim.judge``); these tests check
+The simulator answers by its documented word-overlap rule (``sim.judge``); these tests check
 the mechanics (one call, one token, counting, the remembered verdict), not a model's judgement.
 """
 
@@ -14,14 +14,15 @@ from typing import Any
 import orjson
 import pytest
 
+from deja.chat.judge import judge_messages
 from deja.observability.metrics import Metrics
 from deja.replicas.discovery import ModelDiscovery
 from deja.replicas.pool import ReplicaPool
 from deja.replicas.upstream import Upstream, build_session
 from deja.routing.router import Router
-from deja.semantic.judge import JUDGE_PATH, Judge, judge_messages
-from deja.sim.config import SimConfig
-from deja.sim.runner import start_simulators
+from deja.semantic.judge import JUDGE_PATH, Judge
+from sim.config import SimConfig
+from sim.runner import start_simulators
 
 pytestmark = pytest.mark.integration
 

@@ -18,7 +18,7 @@ from deja.cache.exact.memory import MemoryExactStore
 from deja.cache.exact.redis import KEY_PREFIX, RedisExactStore, connect_redis
 from deja.cache.exact.tracking import TrackedTier
 from deja.errors import CacheUnavailableError
-from deja.sim.runner import SimCluster
+from sim.runner import SimCluster
 from tests.support import SIM_MODEL, RedisServer, free_port
 
 pytestmark = pytest.mark.integration

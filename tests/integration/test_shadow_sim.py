@@ -27,9 +27,9 @@ from deja.replicas.upstream import Upstream, build_session
 from deja.request import CachePolicy, GatewayRequest
 from deja.routing.router import Router
 from deja.semantic.shadow import ShadowChecks
-from deja.sim.config import SimConfig
-from deja.sim.runner import start_simulators
 from middleware.tasks import BackgroundTasks
+from sim.config import SimConfig
+from sim.runner import start_simulators
 from tests.support import MODEL_DIR, SIM_MODEL
 
 pytestmark = pytest.mark.integration

@@ -11,8 +11,8 @@ from click.testing import CliRunner
 
 from app.cli.main import main
 from deja.errors import ModelConfigError
-from deja.sim.gpus import GPU_PROFILES, RESERVE_BYTES
-from deja.tuning.kvbudget import GIB, kv_budget, load_model_config, shape_from_config
+from sim.gpus import GPU_PROFILES, RESERVE_BYTES
+from tuning.kvbudget import GIB, kv_budget, load_model_config, shape_from_config
 
 LLAMA_31_8B: dict[str, Any] = {
     "_name_or_path": "meta-llama/Llama-3.1-8B",

@@ -14,9 +14,9 @@ from click.testing import CliRunner
 
 from app.cli.main import main
 from deja.errors import TuningError
-from deja.tuning.grid import Cell, CellResult, ResultStore, recommend, run_grid
-from deja.tuning.promtext import histogram_quantile, parse_metrics
-from deja.tuning.workload import LengthDist, Workload, workload_from_gateway
+from tuning.grid import Cell, CellResult, ResultStore, recommend, run_grid
+from tuning.promtext import histogram_quantile, parse_metrics
+from tuning.workload import LengthDist, Workload, workload_from_gateway
 
 
 class FakeRunner:

@@ -21,8 +21,8 @@ from prometheus_client import (
 from prometheus_client.core import HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from deja.sim.loop import SimEngine
-from deja.sim.scheduler import StepOutcome
+from sim.loop import SimEngine
+from sim.scheduler import StepOutcome
 
 __all__ = ["METRICS_CONTENT_TYPE", "SimMetrics"]
 

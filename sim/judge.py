@@ -9,11 +9,9 @@ good a real model's verdicts are, and no result obtained with it is a claim of q
 **Recognising a judge request.** A chat request whose messages are exactly a system message and
 a user message, where
 
-* the system message's content starts with :data:`JUDGE_MARKER` ("You decide whether two
-  questions ask for the same information"). The simulator imports nothing from outside
-  ``deja.sim``, so this is its own copy of the first sentence of
-  ``deja.semantic.judge.JUDGE_SYSTEM_PROMPT``: the two must match, or judge requests are answered
-  like any other prompt;
+* the system message's content starts with ``deja.chat.judge.JUDGE_MARKER`` ("You decide
+  whether two questions ask for the same information"), the first sentence of the judge prompt
+  the gateway sends (one copy, in the domain, imported by both);
 * the user message's content is ``"Question A: <a>\\nQuestion B: <b>"``.
 
 **The rule.** Let A and B be the sets of lower-cased ``\\w+`` words of the two questions. The
@@ -27,48 +25,22 @@ and timing are whatever the simulator does for any chat request.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from typing import Any
 
-from deja.sim.engine import Generation
+from deja.chat.judge import judge_questions
+from sim.engine import Generation
 
 __all__ = [
     "JACCARD_YES",
-    "JUDGE_MARKER",
     "jaccard",
     "judge_answer",
     "judge_generation",
-    "judge_questions",
 ]
 
-#: Must match the first sentence of ``deja.semantic.judge.JUDGE_SYSTEM_PROMPT``.
-JUDGE_MARKER = "You decide whether two questions ask for the same information"
 #: Word-set Jaccard similarity at or above which the simulated judge says "yes".
 JACCARD_YES = 0.6
 
-_QUESTIONS_RE = re.compile(r"Question A: (.*)\nQuestion B: (.*)", re.DOTALL)
 _WORD_RE = re.compile(r"\w+")
-
-
-def judge_questions(messages: Any) -> tuple[str, str] | None:
-    """The two questions of a judge request, or None when ``messages`` is not one."""
-    if not isinstance(messages, list) or len(messages) != 2:
-        return None
-    system, user = messages
-    if not (isinstance(system, Mapping) and isinstance(user, Mapping)):
-        return None
-    if system.get("role") != "system" or user.get("role") != "user":
-        return None
-    instruction = system.get("content")
-    content = user.get("content")
-    if not isinstance(instruction, str) or not instruction.startswith(JUDGE_MARKER):
-        return None
-    if not isinstance(content, str):
-        return None
-    match = _QUESTIONS_RE.fullmatch(content)
-    if match is None:
-        return None
-    return match.group(1), match.group(2)
 
 
 def jaccard(a: str, b: str) -> float:

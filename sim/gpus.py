@@ -1,7 +1,7 @@
 """Named GPU profiles of the simulator: a roofline-style step cost and a KV budget, derived from
 datasheet figures for one reference model (Llama-3.1-8B in 16-bit weights).
 
-How the five cost terms of :class:`deja.sim.cost.StepCost` follow from hardware figures:
+How the five cost terms of :class:`sim.cost.StepCost` follow from hardware figures:
 
 * every step reads all weights once: ``weights_bytes / (MBU * bandwidth)``
   (``decode_ms_per_token``: a lone sequence's time per token);
@@ -35,7 +35,7 @@ Sources and assumptions (change them here, nowhere else):
   profiling run; these are estimates.
 
 This module imports nothing else of the project (the simulator is standalone); the KV-budget
-arithmetic is repeated from :mod:`deja.tuning.kvbudget`, and a unit test checks they agree.
+arithmetic is repeated from :mod:`tuning.kvbudget`, and a unit test checks they agree.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ concurrency, run to completion without sleeping (``deja tune --in-process``).
 
 A step's modelled time is added to a virtual clock instead of being slept, so a grid cell that
 stands for minutes of GPU time runs in about a second of CPU. The scheduler and the step-time
-model are the same objects the HTTP simulator runs in real time (:mod:`deja.sim.loop`).
+model are the same objects the HTTP simulator runs in real time (:mod:`sim.loop`).
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from deja.sim.config import SimConfig
-from deja.sim.cost import StepCost
-from deja.sim.scheduler import Scheduler, Seq, StepOutcome
+from sim.config import SimConfig
+from sim.cost import StepCost
+from sim.scheduler import Scheduler, Seq, StepOutcome
 
 __all__ = ["LogHistogram", "VirtualRequest", "VirtualResult", "run_closed_loop"]
 

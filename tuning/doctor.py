@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from deja.tuning.observe import GatewayWindow, Observation, ReplicaWindow
+from tuning.observe import GatewayWindow, Observation, ReplicaWindow
 
 __all__ = [
     "KV_FULL",

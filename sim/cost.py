@@ -3,14 +3,14 @@
 One vLLM engine step runs one forward pass over every token scheduled in it. Its time is
 modelled as a fixed part (reading the weights, launching kernels), plus a part per token pushed
 through the model (compute), plus the attention reads of the decoding sequences' KV caches.
-Where the figures of a named GPU come from: :mod:`deja.sim.gpus`.
+Where the figures of a named GPU come from: :mod:`sim.gpus`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from deja.sim.config import SimConfig
+from sim.config import SimConfig
 
 __all__ = ["StepCost"]
 

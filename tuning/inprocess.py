@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from deja.sim.config import SimConfig
-from deja.sim.virtual import VirtualResult, run_closed_loop
-from deja.tuning.grid import Cell, CellResult
-from deja.tuning.workload import Workload
+from sim.config import SimConfig
+from sim.virtual import VirtualResult, run_closed_loop
+from tuning.grid import Cell, CellResult
+from tuning.workload import Workload
 
 __all__ = ["InProcessRunner", "result_from_virtual"]
 

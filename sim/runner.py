@@ -18,12 +18,12 @@ from types import TracebackType
 import uvicorn
 from starlette.applications import Starlette
 
-from deja.sim.config import SimConfig
-from deja.sim.server import create_sim_app
+from sim.config import SimConfig
+from sim.server import create_sim_app
 
 __all__ = ["SimCluster", "run_simulator", "start_simulators"]
 
-logger = logging.getLogger("deja.sim")
+logger = logging.getLogger("sim")
 
 _STOP_TIMEOUT_S = 5.0
 

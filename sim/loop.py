@@ -2,8 +2,8 @@
 in an asyncio task, sleeping each step's modelled time (times ``speed``), and wakes the HTTP
 handlers whose sequences got tokens.
 
-The same :class:`~deja.sim.scheduler.Scheduler` runs without sleeping in
-:mod:`deja.sim.virtual` (simulated time, for ``deja tune``).
+The same :class:`~sim.scheduler.Scheduler` runs without sleeping in
+:mod:`sim.virtual` (simulated time, for ``deja tune``).
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ import asyncio
 from collections.abc import Sequence
 from typing import Protocol
 
-from deja.sim.config import SimConfig
-from deja.sim.cost import StepCost
-from deja.sim.engine import PrefixCache
-from deja.sim.scheduler import Scheduler, Seq, SeqState, StepOutcome
+from sim.config import SimConfig
+from sim.cost import StepCost
+from sim.engine import PrefixCache
+from sim.scheduler import Scheduler, Seq, SeqState, StepOutcome
 
 __all__ = ["SimEngine", "StepObserver", "Ticket"]
 

@@ -18,7 +18,7 @@ import aiohttp
 import orjson
 
 from deja.errors import ReplicaError
-from deja.sim.virtual import LogHistogram, VirtualRequest
+from sim.virtual import LogHistogram, VirtualRequest
 
 __all__ = ["DriveResult", "drive", "prompt_text"]
 

@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from deja.sim.gpus import GPU_PROFILES
+from sim.gpus import GPU_PROFILES
 
 KvCacheDtype = Literal["auto", "fp16", "bfloat16", "fp8"]
 
@@ -18,12 +18,12 @@ KvCacheDtype = Literal["auto", "fp16", "bfloat16", "fp8"]
 class SimConfig(BaseModel):
     """Settings of one simulated vLLM replica.
 
-    Scheduler: vLLM's V1 loop (:mod:`deja.sim.scheduler`): each step decodes one token per
+    Scheduler: vLLM's V1 loop (:mod:`sim.scheduler`): each step decodes one token per
     running sequence, then fills the rest of ``max_num_batched_tokens`` with (chunked)
     prefill, never running more than ``max_num_seqs`` sequences; KV blocks are allocated per
     sequence and the newest sequence is preempted (recomputed later) when they run out.
 
-    Step time (:mod:`deja.sim.cost`), in ms, times ``speed``::
+    Step time (:mod:`sim.cost`), in ms, times ``speed``::
 
         decode_ms_per_token                                (every step: the weights are read)
       + base_ttft_ms                                       (a step that runs any prefill)
@@ -34,7 +34,7 @@ class SimConfig(BaseModel):
     With the defaults (no per-sequence terms) a lone request's first token comes after
     ``base_ttft_ms + decode_ms_per_token + uncached_prompt_tokens * prefill_ms_per_token`` and
     every further token after ``decode_ms_per_token``. ``gpu`` names a profile of
-    :data:`deja.sim.gpus.GPU_PROFILES` that sets the five cost terms and ``kv_blocks`` from
+    :data:`sim.gpus.GPU_PROFILES` that sets the five cost terms and ``kv_blocks`` from
     hardware figures (fields given explicitly keep their value). ``speed`` scales the modelled
     engine time only; injected faults (``added_latency_ms``, ``stall_ms``) are applied verbatim
     so that a test can make a ``speed=0`` replica slow.

@@ -4,9 +4,9 @@ Endpoints: ``POST /v1/chat/completions``, ``POST /v1/completions`` (both with
 ``stream: true``), ``GET /v1/models``, ``GET /health``, ``GET /metrics`` and the runtime
 fault control ``GET``/``PUT /sim/faults``. For tests, benchmarks and demos only.
 
-The generation endpoints live in :mod:`deja.sim.generation`, the app's state in
-:mod:`deja.sim.state`. Response bodies are built by :mod:`deja.sim.responses`; SSE streaming
-and client-disconnect handling live in :mod:`deja.sim.sse`.
+The generation endpoints live in :mod:`sim.generation`, the app's state in
+:mod:`sim.state`. Response bodies are built by :mod:`sim.responses`; SSE streaming
+and client-disconnect handling live in :mod:`sim.sse`.
 """
 
 from __future__ import annotations
@@ -20,12 +20,12 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from deja.sim.config import SimConfig
-from deja.sim.generation import GenerationHandlers
-from deja.sim.loop import SimEngine
-from deja.sim.metrics import METRICS_CONTENT_TYPE, SimMetrics
-from deja.sim.responses import json_response
-from deja.sim.state import FaultSettings, SimHandlers, SimState
+from sim.config import SimConfig
+from sim.generation import GenerationHandlers
+from sim.loop import SimEngine
+from sim.metrics import METRICS_CONTENT_TYPE, SimMetrics
+from sim.responses import json_response
+from sim.state import FaultSettings, SimHandlers, SimState
 
 __all__ = ["OWNED_BY", "FaultSettings", "ServiceHandlers", "SimState", "create_sim_app"]
 

@@ -31,7 +31,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from deja.sim.config import SimConfig
+from sim.config import SimConfig
 
 __all__ = ["Scheduler", "Seq", "SeqState", "StepOutcome", "StepPlan"]
 

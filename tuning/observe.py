@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import httpx
 
 from deja.errors import ReplicaError
-from deja.tuning.promtext import Scrape, fetch_metrics, histogram_quantile
+from tuning.promtext import Scrape, fetch_metrics, histogram_quantile
 
 __all__ = ["GatewayWindow", "Observation", "ReplicaWindow", "observe", "replicas_of_gateway"]
 

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from deja.errors import TuningError
-from deja.sim.virtual import VirtualRequest
-from deja.tuning.promtext import Scrape
+from sim.virtual import VirtualRequest
+from tuning.promtext import Scrape
 
 __all__ = ["COMPLETION_METRIC", "PROMPT_METRIC", "LengthDist", "Workload", "workload_from_gateway"]
 

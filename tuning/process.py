@@ -24,10 +24,10 @@ import aiohttp
 import httpx
 
 from deja.errors import ReplicaError, TuningError
-from deja.tuning.drive import DriveResult, drive
-from deja.tuning.grid import Cell, CellResult
-from deja.tuning.promtext import Scrape, fetch_metrics
-from deja.tuning.workload import Workload
+from tuning.drive import DriveResult, drive
+from tuning.grid import Cell, CellResult
+from tuning.promtext import Scrape, fetch_metrics
+from tuning.workload import Workload
 
 __all__ = ["DEFAULT_REPLICA_CMD", "PLACEHOLDERS", "ProcessRunner", "check_template"]
 

@@ -1,9 +1,9 @@
 """The grid search of ``deja tune``: cells of max-num-seqs x max-num-batched-tokens, one result
 per cell, a results file that survives an interruption, and the recommendation under an SLO.
 
-A cell is measured by a :class:`CellRunner`: :class:`~deja.tuning.process.ProcessRunner` starts
+A cell is measured by a :class:`CellRunner`: :class:`~tuning.process.ProcessRunner` starts
 a real replica process per cell (vLLM, or the simulator: the default) and drives it over HTTP;
-:class:`~deja.tuning.inprocess.InProcessRunner` runs the simulator's scheduler in simulated
+:class:`~tuning.inprocess.InProcessRunner` runs the simulator's scheduler in simulated
 time. A cell that fails or runs out of time is a result too (``status``), never the end of the
 run.
 """

@@ -15,7 +15,7 @@ from typing import Any, Literal
 import orjson
 from starlette.responses import Response
 
-from deja.sim.engine import Generation, RenderedPrompt
+from sim.engine import Generation, RenderedPrompt
 
 __all__ = [
     "Job",

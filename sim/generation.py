@@ -1,9 +1,9 @@
 """Generation endpoints of the simulated replica: ``POST /v1/chat/completions`` and
 ``POST /v1/completions`` (both with ``stream: true``).
 
-:func:`parse_job` validates a request body into a :class:`~deja.sim.responses.Job`;
+:func:`parse_job` validates a request body into a :class:`~sim.responses.Job`;
 :class:`GenerationHandlers` injects faults, holds engine slots, answers (blocking or SSE) and
-records metrics. A semantic-cache judge request is answered by :mod:`deja.sim.judge`'s rule.
+records metrics. A semantic-cache judge request is answered by :mod:`sim.judge`'s rule.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
-from deja.sim.engine import (
+from sim.engine import (
     Generation,
     PromptError,
     RenderedPrompt,
@@ -27,9 +27,9 @@ from deja.sim.engine import (
     render_completion_prompts,
     tokenize,
 )
-from deja.sim.judge import judge_generation
-from deja.sim.loop import Ticket
-from deja.sim.responses import (
+from sim.judge import judge_generation
+from sim.loop import Ticket
+from sim.responses import (
     Job,
     Kind,
     completion_body,
@@ -38,9 +38,9 @@ from deja.sim.responses import (
     stream_chunk,
     usage_chunk,
 )
-from deja.sim.scheduler import Seq
-from deja.sim.sse import SSEResponse, SSEWriter, race_disconnect
-from deja.sim.state import SimHandlers
+from sim.scheduler import Seq
+from sim.sse import SSEResponse, SSEWriter, race_disconnect
+from sim.state import SimHandlers
 
 __all__ = ["BadRequest", "GenerationHandlers", "parse_job"]
 

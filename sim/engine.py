@@ -1,6 +1,6 @@
 """Pure logic of the simulated vLLM replica: tokenizer, prompt rendering, prefix cache and
 deterministic answers. Nothing here does I/O or sleeps; the scheduler and the step-time model
-live in :mod:`deja.sim.scheduler` and :mod:`deja.sim.cost`.
+live in :mod:`sim.scheduler` and :mod:`sim.cost`.
 """
 
 from __future__ import annotations
@@ -9,12 +9,12 @@ import hashlib
 import random
 import re
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-import orjson
+from deja.chat.template import PromptError, render_chat
 
 __all__ = [
     "ANSWER_PREFIX",
@@ -49,10 +49,6 @@ _VOCAB: tuple[str, ...] = (
 )  # fmt: skip
 
 
-class PromptError(ValueError):
-    """A request's prompt or messages have a shape the simulator cannot render."""
-
-
 # --------------------------------------------------------------------------- tokenizer
 
 
@@ -70,69 +66,6 @@ def tokenize(text: str) -> list[int]:
 
 
 # --------------------------------------------------------------------------- rendering
-
-
-def _render_content(content: Any) -> str:
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts: list[str] = []
-        for part in content:
-            if isinstance(part, str):
-                parts.append(part)
-                continue
-            if not isinstance(part, Mapping):
-                raise PromptError("each content part must be an object")
-            kind = part.get("type")
-            if not isinstance(kind, str):
-                raise PromptError("each content part needs a string 'type'")
-            if kind == "text":
-                text = part.get("text")
-                if not isinstance(text, str):
-                    raise PromptError("a text content part needs a string 'text'")
-                parts.append(text)
-            else:
-                parts.append(f"[{kind}]")
-        return "\n".join(parts)
-    raise PromptError("message content must be a string, null or a list of parts")
-
-
-def render_chat(messages: Any) -> str:
-    """Render chat messages to one prompt string (a role-tagged concatenation).
-
-    Each message becomes ``<|role|>\\n{content}\\n``; the result ends with the generation
-    prompt ``<|assistant|>\\n``, so an earlier turn's rendering (without that trailing tag)
-    is a token-level prefix of a later turn's. ``content`` may be a string, null, or a
-    list of parts: text parts contribute their text, other parts only ``[type]``.
-    Assistant ``tool_calls`` and a tool message's ``tool_call_id`` are included too.
-    Raises :class:`PromptError` for shapes it cannot render.
-    """
-    if not isinstance(messages, list) or not messages:
-        raise PromptError("'messages' must be a non-empty list")
-    out: list[str] = []
-    for message in messages:
-        if not isinstance(message, Mapping):
-            raise PromptError("each message must be an object")
-        role = message.get("role")
-        if not isinstance(role, str) or not role:
-            raise PromptError("each message needs a string 'role'")
-        tag = role
-        name = message.get("name")
-        if isinstance(name, str) and name:
-            tag = f"{role} name={name}"
-        tool_call_id = message.get("tool_call_id")
-        if isinstance(tool_call_id, str) and tool_call_id:
-            tag = f"{tag} tool_call_id={tool_call_id}"
-        body = _render_content(message.get("content"))
-        tool_calls = message.get("tool_calls")
-        if tool_calls:
-            calls = orjson.dumps(tool_calls, option=orjson.OPT_SORT_KEYS).decode()
-            body = f"{body}[tool_calls {calls}]"
-        out.append(f"<|{tag}|>\n{body}\n")
-    out.append("<|assistant|>\n")
-    return "".join(out)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,8 +1,8 @@
 """State of one simulator app and the base of its route-handler groups.
 
 :class:`SimState` is everything one app holds (``app.state.sim``); :class:`SimHandlers` is the
-base of the classes whose methods are the app's route handlers (:mod:`deja.sim.generation`
-and :mod:`deja.sim.server`).
+base of the classes whose methods are the app's route handlers (:mod:`sim.generation`
+and :mod:`sim.server`).
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.responses import Response
 
-from deja.sim.config import SimConfig
-from deja.sim.loop import SimEngine
-from deja.sim.metrics import SimMetrics
-from deja.sim.responses import error_body, json_response
+from sim.config import SimConfig
+from sim.loop import SimEngine
+from sim.metrics import SimMetrics
+from sim.responses import error_body, json_response
 
 __all__ = ["FaultSettings", "SimHandlers", "SimState"]
 
