@@ -43,11 +43,6 @@ from deja.observability.lookups import RecentLookups
 from deja.observability.metrics import Metrics
 from deja.observability.timeline import Timeline, read_counts
 from deja.observability.tracing import Tracing
-from deja.replicas.discovery import ModelDiscovery
-from deja.replicas.health import HealthMonitor
-from deja.replicas.pool import ReplicaPool
-from deja.replicas.upstream import Upstream
-from deja.routing.prefix import PrefixConfig
 from deja.semantic.cache import SEMANTIC_ERRORS, SemanticCache
 from deja.tenancy.keyring import KeyRing
 from deja.tenancy.keywatch import KeysFile, log_change
@@ -59,6 +54,11 @@ from deja.tenancy.thresholds import (
     ThresholdStore,
     follow,
 )
+from deja.upstream.discovery import ModelDiscovery
+from deja.upstream.health import HealthMonitor
+from deja.upstream.pool import ReplicaPool
+from deja.upstream.prefix import PrefixConfig
+from deja.upstream.upstream import Upstream
 from middleware.memo import RequestMemo
 from middleware.pipeline import Observability, Pipeline
 from middleware.singleflight import Flights
@@ -198,7 +198,9 @@ class Gateway:
             metrics=metrics,
             monitor=replicas.monitor,
             timeline=Timeline(
-                functools.partial(read_counts, pipeline.stats, metrics, replicas.upstream.pool),
+                functools.partial(
+                    read_counts, pipeline.stats, metrics, replicas.upstream.pool.samples
+                ),
                 settings.console_sample_seconds,
             ),
             recent=recent,

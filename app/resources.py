@@ -22,15 +22,15 @@ from deja.cache.exact.tiered import TieredExactStore
 from deja.cache.exact.tracking import TrackedTier
 from deja.cache.flightlock import FlightLock
 from deja.observability.metrics import Metrics
-from deja.replicas.admission import Admission
-from deja.replicas.discovery import ModelDiscovery
-from deja.replicas.health import HealthMonitor
-from deja.replicas.pool import ReplicaPool
-from deja.replicas.upstream import Upstream, build_session
-from deja.routing.router import Router
 from deja.temporal.rules import TemporalDetector
 from deja.tenancy.keyring import KeyRing
 from deja.tenancy.keywatch import KeysFile
+from deja.upstream.admission import Admission
+from deja.upstream.discovery import ModelDiscovery
+from deja.upstream.health import HealthMonitor
+from deja.upstream.pool import ReplicaPool
+from deja.upstream.router import Router
+from deja.upstream.upstream import Upstream, build_session
 
 log = logging.getLogger("deja")
 
@@ -59,7 +59,7 @@ class Replicas:
             simulated=simulated,
             max_inflight=settings.replica_max_inflight,
         )
-        metrics.watch_pool(pool)
+        metrics.watch_replicas(pool.samples)
         api_key = settings.replica_api_key.get_secret_value() if settings.replica_api_key else None
         router = Router(pool, settings.routing_policy, settings.routing_epsilon)
         timeout = settings.health_check_timeout_seconds

@@ -19,7 +19,6 @@ from deja.errors import VerifierError
 from deja.observability.lookups import RecentLookups
 from deja.observability.metrics import Metrics
 from deja.observability.tracing import Tracing
-from deja.replicas.upstream import Upstream
 from deja.semantic.cache import SemanticCache
 from deja.semantic.crossencoder import MODEL_FILE, SHIPPED_DIR, check_sums, load_verifier
 from deja.semantic.cutoffs import CALIBRATION_FILE, CalibrationTable, load_table
@@ -29,6 +28,7 @@ from deja.semantic.shadow import ShadowChecks
 from deja.semantic.verifier import Verifier
 from deja.temporal.classifier import load_classifier
 from deja.tenancy.thresholds import Thresholds
+from deja.upstream.upstream import Upstream
 from middleware.semantic import Checks, SemanticSettings, SemanticStep
 from middleware.tasks import BackgroundTasks
 

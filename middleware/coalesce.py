@@ -21,8 +21,8 @@ from starlette.responses import Response, StreamingResponse
 
 from deja.cache.entry import CachedAnswer
 from deja.errors import ClientGoneError, UpstreamError
-from deja.replicas.deadline import within
 from deja.request import GatewayRequest, Outcome
+from deja.upstream.deadline import within
 from middleware.disconnect import Disconnected, until_disconnect
 from middleware.errors import stream_error_event
 from middleware.lookup import Lookup

@@ -22,10 +22,10 @@ from deja.observability.accesslog import AccessLog
 from deja.observability.metrics import Metrics
 from deja.observability.stats import Stats
 from deja.observability.tracing import Tracing, set_attributes
-from deja.replicas.upstream import Upstream
 from deja.request import GatewayRequest, Outcome
-from deja.routing.prefix import PrefixConfig, prefix_hash
 from deja.temporal.rules import TemporalDetector
+from deja.upstream.prefix import PrefixConfig, prefix_hash
+from deja.upstream.upstream import Upstream
 from middleware.answers import parse_answer, with_sources
 from middleware.bypass import bypass_reason
 from middleware.disconnect import Disconnected, until_disconnect

@@ -21,7 +21,7 @@ from deja.cache.exact.base import ExactStore
 from deja.errors import CacheUnavailableError, EmbedderError, VerifierError
 from deja.observability.lookups import Candidate, Cut, LookupSample, RecentLookups
 from deja.observability.metrics import Metrics
-from deja.observability.outage import Outage
+from deja.outage import Outage
 from deja.request import GatewayRequest, Outcome
 from deja.semantic.cache import SEMANTIC_ERRORS, SemanticCache
 from deja.semantic.cutoffs import CalibrationTable

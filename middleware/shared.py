@@ -21,8 +21,8 @@ from deja.cache.flightlock import FlightLock
 from deja.errors import CacheUnavailableError, ClientGoneError, DejaError
 from deja.observability.metrics import Metrics
 from deja.observability.tracing import Tracing, set_attributes
-from deja.replicas.upstream import Upstream
 from deja.request import GatewayRequest
+from deja.upstream.upstream import Upstream
 from middleware.answers import parse_answer, with_sources
 from middleware.coalesce import Consumer
 from middleware.disconnect import Disconnected

@@ -26,8 +26,8 @@ from deja.errors import (
     InvalidRequestError,
     PermissionDeniedError,
 )
-from deja.replicas.pool import ReplicaMetrics
 from deja.tenancy.keyring import bearer_token
+from deja.upstream.pool import ReplicaMetrics
 
 
 def shows_admin_key(gateway: Gateway, authorization: str | None) -> bool:

@@ -19,7 +19,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from deja.observability.loopmetrics import LoopCounter, LoopHistogram
-from deja.replicas.pool import BreakerState, ReplicaPool
+from deja.observability.replicas import ReplicaSample, ReplicaSamples
 
 LATENCY_BUCKETS = (
     0.0005,
@@ -67,11 +67,10 @@ SIMILARITY_BUCKETS = (
 
 
 class _ReplicaCollector(Collector):
-    def __init__(self, pool: Callable[[], ReplicaPool | None]) -> None:
-        self._pool = pool
+    def __init__(self, replicas: Callable[[], Iterable[ReplicaSample]]) -> None:
+        self._replicas = replicas
 
     def collect(self) -> Iterable[Metric]:
-        pool = self._pool()
         healthy = GaugeMetricFamily(
             "deja_replica_healthy",
             "1 if the replica's last /health probe answered",
@@ -92,11 +91,11 @@ class _ReplicaCollector(Collector):
             "The replica's in-flight limit (configured, or its max-num-seqs learned)",
             labels=["replica"],
         )
-        for r in pool.replicas if pool is not None else []:
+        for r in self._replicas():
             healthy.add_metric([r.name], 1.0 if r.healthy else 0.0)
-            breaker.add_metric([r.name], 0.0 if r.breaker.state is BreakerState.CLOSED else 1.0)
+            breaker.add_metric([r.name], 1.0 if r.breaker_open else 0.0)
             in_flight.add_metric([r.name], float(r.in_flight))
-            limit.add_metric([r.name], float(pool.limit(r)) if pool is not None else 0.0)
+            limit.add_metric([r.name], float(r.limit))
         return [healthy, breaker, in_flight, limit]
 
 
@@ -111,8 +110,8 @@ class Metrics:
         self._define_quality(self.registry)
         self._define_rag(self.registry)
         self._define_flights(self.registry)
-        self._pool: ReplicaPool | None = None
-        self.registry.register(_ReplicaCollector(lambda: self._pool))
+        self._replicas: ReplicaSamples | None = None
+        self.registry.register(_ReplicaCollector(self._replica_samples))
         self._children: dict[tuple[Any, ...], Any] = {}
 
     def _define_latencies(self, r: CollectorRegistry) -> None:
@@ -324,8 +323,12 @@ class Metrics:
             registry=r,
         )
 
-    def watch_pool(self, pool: ReplicaPool) -> None:
-        self._pool = pool
+    def watch_replicas(self, samples: ReplicaSamples) -> None:
+        """Export the replicas' health, breaker, in-flight and limit gauges, read at scrape."""
+        self._replicas = samples
+
+    def _replica_samples(self) -> Iterable[ReplicaSample]:
+        return self._replicas() if self._replicas is not None else ()
 
     def watch_admission(self, waiting: Callable[[], int]) -> None:
         self.admission_queue.set_function(lambda: float(waiting()))

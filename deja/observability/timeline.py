@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from deja.observability.metrics import Metrics
+from deja.observability.replicas import ReplicaSamples
 from deja.observability.stats import Stats
-from deja.replicas.pool import ReplicaPool
 
 #: Points kept (an hour at the default 10 s interval).
 SIZE = 360
@@ -124,7 +124,7 @@ class Timeline:
             self.sample()
 
 
-def read_counts(stats: Stats, metrics: Metrics, pool: ReplicaPool) -> Counts:
+def read_counts(stats: Stats, metrics: Metrics, replicas: ReplicaSamples) -> Counts:
     """The gateway's cumulative counts: outcomes from ``Stats``, savings from the metrics
     registry, prefix-cache counters from the replicas' last scrape."""
     totals = stats.totals()
@@ -134,8 +134,5 @@ def read_counts(stats: Stats, metrics: Metrics, pool: ReplicaPool) -> Counts:
         outcomes=totals,
         tokens_saved=registry.get_sample_value("deja_cached_completion_tokens_total") or 0.0,
         seconds_saved=registry.get_sample_value("deja_saved_model_seconds_total") or 0.0,
-        prefix_cache={
-            r.name: (r.metrics.prefix_cache_queries, r.metrics.prefix_cache_hits)
-            for r in pool.replicas
-        },
+        prefix_cache={r.name: (r.prefix_cache_queries, r.prefix_cache_hits) for r in replicas()},
     )

@@ -37,7 +37,7 @@ import orjson
 from deja.chat.judge import judge_messages
 from deja.errors import DejaError
 from deja.observability.metrics import Metrics
-from deja.replicas.upstream import Upstream
+from deja.upstream.upstream import Upstream
 
 __all__ = [
     "JUDGE_PATH",

@@ -16,11 +16,11 @@ import pytest
 
 from deja.chat.judge import judge_messages
 from deja.observability.metrics import Metrics
-from deja.replicas.discovery import ModelDiscovery
-from deja.replicas.pool import ReplicaPool
-from deja.replicas.upstream import Upstream, build_session
-from deja.routing.router import Router
 from deja.semantic.judge import JUDGE_PATH, Judge
+from deja.upstream.discovery import ModelDiscovery
+from deja.upstream.pool import ReplicaPool
+from deja.upstream.router import Router
+from deja.upstream.upstream import Upstream, build_session
 from sim.config import SimConfig
 from sim.runner import start_simulators
 
@@ -41,7 +41,7 @@ async def upstream() -> AsyncIterator[tuple[Upstream, Metrics]]:
         stack.push_async_callback(http.close)
         pool = ReplicaPool(sims.urls, cooldown=5.0, scrape_interval=15.0, simulated=True)
         metrics = Metrics()
-        metrics.watch_pool(pool)
+        metrics.watch_replicas(pool.samples)
         router = Router(pool, "prefix", 0.25)
         await ModelDiscovery(pool, http, timeout=5.0).refresh()
         assert MODEL in pool.known_models()

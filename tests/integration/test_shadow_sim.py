@@ -21,12 +21,12 @@ from deja.cache.exact.memory import MemoryExactStore
 from deja.cache.keys import Endpoint
 from deja.embedding.onnx.embedder import OnnxEmbedder, load_onnx_embedder
 from deja.observability.metrics import Metrics
-from deja.replicas.discovery import ModelDiscovery
-from deja.replicas.pool import ReplicaPool
-from deja.replicas.upstream import Upstream, build_session
 from deja.request import CachePolicy, GatewayRequest
-from deja.routing.router import Router
 from deja.semantic.shadow import ShadowChecks
+from deja.upstream.discovery import ModelDiscovery
+from deja.upstream.pool import ReplicaPool
+from deja.upstream.router import Router
+from deja.upstream.upstream import Upstream, build_session
 from middleware.tasks import BackgroundTasks
 from sim.config import SimConfig
 from sim.runner import start_simulators
@@ -55,7 +55,7 @@ async def side() -> AsyncIterator[Side]:
     try:
         pool = ReplicaPool(cluster.urls, cooldown=5.0, scrape_interval=5.0, simulated=True)
         metrics = Metrics()
-        metrics.watch_pool(pool)
+        metrics.watch_replicas(pool.samples)
         await ModelDiscovery(pool, session, timeout=2.0).refresh()
         assert SIM_MODEL in pool.known_models()
         upstream = Upstream(Router(pool, "prefix", 0.1), session, None, metrics)

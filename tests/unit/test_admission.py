@@ -10,10 +10,10 @@ import pytest
 
 from config.replicas import parse_replica_spec
 from deja.errors import NoHealthyReplicaError, OverloadedError, QueueFullError
-from deja.replicas.admission import Admission, Slot
-from deja.replicas.health import parse_vllm_metrics
-from deja.replicas.pool import UNLEARNED_MAX_INFLIGHT, BreakerState, ReplicaPool
-from deja.routing.router import Route, Router
+from deja.upstream.admission import Admission, Slot
+from deja.upstream.health import parse_vllm_metrics
+from deja.upstream.pool import UNLEARNED_MAX_INFLIGHT, BreakerState, ReplicaPool
+from deja.upstream.router import Route, Router
 
 A, B = "http://10.0.0.1:8000", "http://10.0.0.2:8000"
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from deja.routing.prefix import PrefixConfig, chat_tokens, prefix_hash, tokenize_into
+from deja.upstream.prefix import PrefixConfig, chat_tokens, prefix_hash, tokenize_into
 from sim.engine import render_chat
 
 STATIC = PrefixConfig()

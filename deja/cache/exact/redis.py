@@ -36,7 +36,7 @@ from deja.cache.exact.base import StoredEntry
 from deja.cache.exact.pipelining import GetBatcher
 from deja.cache.exact.tracking import TrackedTier
 from deja.errors import CacheUnavailableError, describe
-from deja.observability.outage import Outage
+from deja.outage import Outage
 
 log = logging.getLogger("deja.cache")
 

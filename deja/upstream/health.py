@@ -21,8 +21,8 @@ import time
 import aiohttp
 
 from deja.errors import UpstreamError
-from deja.replicas.pool import Replica, ReplicaMetrics, ReplicaPool
-from deja.replicas.upstream import map_aiohttp_errors
+from deja.upstream.pool import Replica, ReplicaMetrics, ReplicaPool
+from deja.upstream.upstream import map_aiohttp_errors
 
 log = logging.getLogger("deja.health")
 

@@ -32,8 +32,8 @@ from dataclasses import dataclass
 
 from deja.errors import NoHealthyReplicaError, OverloadedError, QueueFullError
 from deja.observability.metrics import Metrics
-from deja.replicas.pool import BreakerState, Replica
-from deja.routing.router import Route, Router
+from deja.upstream.pool import BreakerState, Replica
+from deja.upstream.router import Route, Router
 
 #: ``Retry-After`` is an estimate (mean slot hold time × queue position / capacity) capped here.
 RETRY_AFTER_MAX_SECONDS = 60

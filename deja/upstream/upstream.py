@@ -35,10 +35,10 @@ from deja.errors import (
     describe,
 )
 from deja.observability.metrics import Metrics
-from deja.replicas.admission import Admission, Slot
-from deja.replicas.deadline import chunk_before, within
-from deja.replicas.pool import Replica
-from deja.routing.router import Route, Router
+from deja.upstream.admission import Admission, Slot
+from deja.upstream.deadline import chunk_before, within
+from deja.upstream.pool import Replica
+from deja.upstream.router import Route, Router
 
 log = logging.getLogger("deja.upstream")
 

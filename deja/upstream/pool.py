@@ -23,7 +23,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from config.replicas import parse_replica_spec
-from deja.routing.ring import HashRing
+from deja.observability.replicas import ReplicaSample
+from deja.upstream.ring import HashRing
 
 #: Consecutive failures (5xx, timeouts) that open a replica's breaker.
 BREAKER_FAILURES = 3
@@ -199,6 +200,21 @@ class ReplicaPool:
         self.ring = HashRing([r.url for r in replicas], {r.url: r.weight for r in replicas})
         self._recompute_known()
         self.changed()
+
+    def samples(self) -> list[ReplicaSample]:
+        """Every replica's state as observability reads it (metrics at scrape, the timeline)."""
+        return [
+            ReplicaSample(
+                name=r.name,
+                healthy=r.healthy,
+                breaker_open=r.breaker.state is not BreakerState.CLOSED,
+                in_flight=r.in_flight,
+                limit=self.limit(r),
+                prefix_cache_queries=r.metrics.prefix_cache_queries,
+                prefix_cache_hits=r.metrics.prefix_cache_hits,
+            )
+            for r in self.replicas
+        ]
 
     def limit(self, replica: Replica) -> int:
         """How many requests ``replica`` may have in flight (see the module docstring)."""

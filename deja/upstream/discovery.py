@@ -13,8 +13,8 @@ import aiohttp
 import orjson
 
 from deja.errors import UpstreamError, describe
-from deja.replicas.pool import Replica, ReplicaPool
-from deja.replicas.upstream import map_aiohttp_errors
+from deja.upstream.pool import Replica, ReplicaPool
+from deja.upstream.upstream import map_aiohttp_errors
 
 #: What ``deja sim`` writes in its models' ``owned_by`` ("deja-sim (simulated)").
 SIMULATED_MARK = "(simulated)"

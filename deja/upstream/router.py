@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from deja.errors import NoHealthyReplicaError
-from deja.replicas.pool import Replica, ReplicaPool
-from deja.routing.ring import NoReplicaError
+from deja.upstream.pool import Replica, ReplicaPool
+from deja.upstream.ring import NoReplicaError
 
 Policy = Literal["prefix", "least_loaded", "round_robin"]
 RouteReason = Literal["home", "spill", "least_loaded", "round_robin", "no_prefix"]
