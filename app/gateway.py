@@ -17,24 +17,17 @@ from typing import Any, BinaryIO
 from opentelemetry.sdk.trace.export import SpanExporter
 from starlette.requests import Request
 
-from app.corpora import open_corpora, preload, retrieve_step
-from app.resources import (
-    Replicas,
-    client_keys,
-    exact_store,
-    flight_lock,
-    temporal_detector,
-    uses_data_dir_exclusively,
-)
-from app.semantic_parts import SemanticParts, open_embedder, semantic_step
+from app.wiring.corpora import open_corpora, preload, retrieve_step
+from app.wiring.replicas import Replicas
+from app.wiring.semantic import SemanticParts, open_embedder, semantic_step, temporal_detector
+from app.wiring.stores import exact_store, flight_lock, lock_data_dir, open_redis
+from app.wiring.tenancy import client_keys, rate_limiter, threshold_store
 from app.wiring.vectors import VectorBackend
 from config.settings import ConfigError, Settings
 from deja.cache.exact.base import ExactStore
-from deja.cache.exact.redis import connect_redis
 from deja.corpus.base import DocumentChange
 from deja.corpus.provenance import stale_answers
 from deja.corpus.service import Corpora
-from deja.datadir import DataDirLock
 from deja.errors import CacheUnavailableError
 from deja.observability.accesslog import AccessLog
 from deja.observability.audit import AuditTrail
@@ -46,14 +39,8 @@ from deja.observability.tracing import Tracing
 from deja.semantic.cache import SEMANTIC_ERRORS, SemanticCache
 from deja.tenancy.keyring import KeyRing
 from deja.tenancy.keywatch import KeysFile, log_change
-from deja.tenancy.ratelimit import MemoryRateLimiter, RateLimiter, RedisRateLimiter
-from deja.tenancy.thresholds import (
-    FileThresholdStore,
-    RedisThresholdStore,
-    Thresholds,
-    ThresholdStore,
-    follow,
-)
+from deja.tenancy.ratelimit import RateLimiter
+from deja.tenancy.thresholds import Thresholds, ThresholdStore, follow
 from deja.upstream.discovery import ModelDiscovery
 from deja.upstream.health import HealthMonitor
 from deja.upstream.pool import ReplicaPool
@@ -61,6 +48,8 @@ from deja.upstream.prefix import PrefixConfig
 from deja.upstream.upstream import Upstream
 from middleware.memo import RequestMemo
 from middleware.pipeline import Observability, Pipeline
+from middleware.retrieve import RetrieveStep
+from middleware.semantic import SemanticStep
 from middleware.singleflight import Flights
 from middleware.tasks import BackgroundTasks
 
@@ -95,6 +84,11 @@ class Gateway:
     audit_trail: AuditTrail = field(default_factory=AuditTrail)
     #: The keys file, followed while serving (None in open mode).
     keys_file: KeysFile | None = None
+
+    def __post_init__(self) -> None:
+        if self.corpora is not None:  # a document change invalidates the answers built on it
+            self.corpora.on_change = self.on_corpus_change
+            self.corpora.on_preview = self.preview_corpus_change
 
     @property
     def pool(self) -> ReplicaPool:
@@ -135,53 +129,36 @@ class Gateway:
         span_exporter: SpanExporter | None,
         access_sink: BinaryIO | None,
     ) -> Gateway:
+        """Open every part in dependency order; each builder registers its close on ``stack``."""
         keys, keys_file = client_keys(settings)
-        if uses_data_dir_exclusively(settings):
-            lock = DataDirLock(settings.data_dir)
-            lock.acquire()
-            stack.callback(lock.release)
-        tracing = Tracing(
-            span_exporter, batch=span_exporter is None, langfuse=langfuse_from(settings)
-        )
-        stack.callback(tracing.shutdown)
-        metrics = Metrics(tenant_label=settings.metrics_tenant_label)
+        lock_data_dir(stack, settings)
+        tracing, metrics = _telemetry(stack, settings, span_exporter)
         replicas = await Replicas.open(stack, settings, metrics)
-        redis = None
-        if settings.redis_url:  # the exact store's, θ's and the rate limits' shared store
-            redis = connect_redis(settings.redis_url, timeout=settings.redis_timeout_seconds)
-            stack.push_async_callback(redis.aclose)
+        redis = open_redis(stack, settings)
         exact = await exact_store(stack, settings, redis)
         embedder = open_embedder(stack, settings)
         vectors = VectorBackend.open(stack, settings)
         parts = await SemanticParts.open(
-            stack, settings, metrics, tracing, exact, replicas, embedder, vectors
+            stack, settings, metrics, tracing, exact, replicas.upstream, embedder, vectors
         )
         corpora = await open_corpora(stack, settings, embedder, metrics, vectors)
         thresholds = parts.thresholds(settings, metrics)
         background = BackgroundTasks()
         stack.push_async_callback(background.drain)  # pending stores finish before closing
-        prefix = PrefixConfig(
-            settings.prefix_mode, settings.prefix_block_size, settings.prefix_max_blocks
-        )
-        access_log = AccessLog(access_sink) if settings.access_log else None
-        flights = Flights() if settings.single_flight and exact is not None else None
-        if flights is not None:
-            stack.push_async_callback(flights.close)
         recent = RecentLookups()
-        pipeline = Pipeline(
+        pipeline = await _pipeline(
+            stack,
+            settings,
+            semantic=semantic_step(settings, parts, thresholds, metrics, background, recent),
+            observability=Observability(
+                metrics, tracing, AccessLog(access_sink) if settings.access_log else None
+            ),
             exact=exact,
             upstream=replicas.upstream,
-            semantic=semantic_step(settings, parts, thresholds, metrics, background, recent),
-            temporal=temporal_detector(settings),
-            prefix=prefix,
-            observability=Observability(metrics, tracing, access_log),
             background=background,
-            flights=flights,
-            flight_lock=await flight_lock(stack, settings) if flights is not None else None,
             retrieve=retrieve_step(settings, corpora, embedder, metrics),
-            memo=RequestMemo(settings.request_memo_entries),
         )
-        gateway = cls(
+        return cls(
             settings=settings,
             upstream=replicas.upstream,
             discovery=replicas.discovery,
@@ -190,28 +167,17 @@ class Gateway:
             pipeline=pipeline,
             keys=keys,
             keys_file=keys_file,
-            limiter=RedisRateLimiter(redis) if redis is not None else MemoryRateLimiter(),
+            limiter=rate_limiter(redis),
             thresholds=thresholds,
-            threshold_store=RedisThresholdStore(redis)
-            if redis is not None
-            else FileThresholdStore(settings.data_dir / "thresholds.json"),
+            threshold_store=threshold_store(settings, redis),
             metrics=metrics,
             monitor=replicas.monitor,
-            timeline=Timeline(
-                functools.partial(
-                    read_counts, pipeline.stats, metrics, replicas.upstream.pool.samples
-                ),
-                settings.console_sample_seconds,
-            ),
+            timeline=_timeline(settings, pipeline, metrics, replicas.upstream.pool),
             recent=recent,
             reload=reload,
             background=background,
             corpora=corpora,
         )
-        if corpora is not None:
-            corpora.on_change = gateway.on_corpus_change
-            corpora.on_preview = gateway.preview_corpus_change
-        return gateway
 
     async def on_corpus_change(self, changes: list[DocumentChange]) -> int:
         """A document changed or was removed: drop the cached answers built from it, in both
@@ -316,6 +282,55 @@ class Gateway:
                 if self.semantic is not None:
                     self.metrics.entries.labels("semantic").set(await self.semantic.store.count())
             await asyncio.sleep(ENTRY_GAUGE_SECONDS)
+
+
+def _telemetry(
+    stack: AsyncExitStack, settings: Settings, span_exporter: SpanExporter | None
+) -> tuple[Tracing, Metrics]:
+    """The app's own tracer provider (shut down last) and metrics registry."""
+    tracing = Tracing(span_exporter, batch=span_exporter is None, langfuse=langfuse_from(settings))
+    stack.callback(tracing.shutdown)
+    return tracing, Metrics(tenant_label=settings.metrics_tenant_label)
+
+
+def _timeline(
+    settings: Settings, pipeline: Pipeline, metrics: Metrics, pool: ReplicaPool
+) -> Timeline:
+    """The console's traffic history: the cumulative counts, sampled off the request path."""
+    counts = functools.partial(read_counts, pipeline.stats, metrics, pool.samples)
+    return Timeline(counts, settings.console_sample_seconds)
+
+
+async def _pipeline(
+    stack: AsyncExitStack,
+    settings: Settings,
+    *,
+    semantic: SemanticStep | None,
+    observability: Observability,
+    exact: ExactStore | None,
+    upstream: Upstream,
+    background: BackgroundTasks,
+    retrieve: RetrieveStep | None,
+) -> Pipeline:
+    """The request path over the parts the gateway opened (single-flight only with a cache)."""
+    flights = Flights() if settings.single_flight and exact is not None else None
+    if flights is not None:
+        stack.push_async_callback(flights.close)
+    return Pipeline(
+        exact=exact,
+        upstream=upstream,
+        semantic=semantic,
+        temporal=temporal_detector(settings),
+        prefix=PrefixConfig(
+            settings.prefix_mode, settings.prefix_block_size, settings.prefix_max_blocks
+        ),
+        observability=observability,
+        background=background,
+        flights=flights,
+        flight_lock=await flight_lock(stack, settings) if flights is not None else None,
+        retrieve=retrieve,
+        memo=RequestMemo(settings.request_memo_entries),
+    )
 
 
 def gateway_of(request: Request) -> Gateway:

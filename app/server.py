@@ -15,8 +15,8 @@ from collections.abc import Callable
 import uvicorn
 
 from app.main import create_app
-from app.resources import embedded_parts, uses_data_dir_exclusively
-from app.semantic_parts import verifier_table
+from app.wiring.semantic import verifier_table
+from app.wiring.stores import embedded_parts, uses_data_dir_exclusively
 from config.settings import ConfigError, Settings
 from deja.datadir import DataDirLock
 

@@ -20,7 +20,7 @@ class CacheSettings(BaseModel):
     redis_url: str | None = Field(
         None,
         description="Redis URL for the exact cache (and the shared θ store); unset = the "
-        "embedded store chosen by exact_store.",
+        "embedded store chosen by exact_store (disk by default).",
     )
     redis_client_cache: bool = Field(
         True,
@@ -32,10 +32,12 @@ class CacheSettings(BaseModel):
         description="Send the exact-cache reads that reach Redis in one event-loop turn as one "
         "MGET (auto-pipelining).",
     )
-    exact_store: Literal["disk", "memory"] = Field(
-        "disk",
-        description="The exact cache without Redis: disk = SQLite under data_dir with a bounded "
-        "in-process tier in front (survives restarts); memory = the in-process tier alone.",
+    exact_store: Literal["disk", "memory", "redis"] | None = Field(
+        None,
+        description="The exact cache: disk = SQLite under data_dir with a bounded in-process "
+        "tier in front (survives restarts); memory = the in-process tier alone; redis = "
+        "redis_url. Unset: redis when redis_url is set, else disk. A contradiction with "
+        "redis_url is refused at start-up.",
     )
     exact_sweep_seconds: float = Field(
         60.0, gt=0, description="How often expired entries are deleted from the disk store."

@@ -12,7 +12,8 @@ from typing import Any
 from qdrant_client import AsyncQdrantClient
 
 from config.settings import Settings
-from deja.vectors.collection import Collection, Indexes
+from deja.embedding.base import Embedder
+from deja.vectors.collection import Collection, Schema
 from deja.vectors.edge import EdgeCollection
 from deja.vectors.qdrant import QdrantCollection
 
@@ -38,10 +39,15 @@ class VectorBackend:
         return cls(settings, client)
 
     def collection(
-        self, name: str, dim: int, indexes: Indexes, *, timeout: float, maintenance_timeout: float
+        self, schema: Schema, embedder: Embedder, *, timeout: float, maintenance_timeout: float
     ) -> Collection:
-        """A collection on the chosen backend (not yet opened)."""
+        """The schema's collection for ``embedder`` on the chosen backend (not yet opened)."""
         settings = self.settings
+        name, dim, indexes = (
+            schema.collection(embedder.model_id, embedder.dim),
+            embedder.dim,
+            schema.indexes,
+        )
         if not settings.qdrant_url:
             return EdgeCollection(settings.data_dir, collection=name, dim=dim, indexes=indexes)
         server: dict[str, Any] = {"client": self.local}

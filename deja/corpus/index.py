@@ -25,20 +25,25 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from deja.corpus.base import Chunk, RetrievedChunk
-from deja.vectors.collection import Collection, Indexes, Point, collection_name
+from deja.vectors.collection import Collection, Point, Schema
 from deja.vectors.filters import Condition, Filter, Match, Range, all_of
 
 #: Payload key of the compound (tenant, corpus) keyword every search filters on.
 CORPUS_KEY_FIELD = "corpus_key"
-#: The chunks' payload indexes (an integer one on ``index``: 0 selects the heads).
-CHUNK_INDEXES: Indexes = {
-    CORPUS_KEY_FIELD: "keyword",
-    "tenant": "tenant",
-    "corpus": "keyword",
-    "document": "keyword",
-    "version": "integer",
-    "index": "integer",
-}
+#: The corpora's schema: collections ``deja-corpus_<embedder>_<dim>``, and their payload
+#: indexes (an integer one on ``index``: 0 selects the heads).
+CHUNKS = Schema(
+    "deja-corpus",
+    {
+        CORPUS_KEY_FIELD: "keyword",
+        "tenant": "tenant",
+        "corpus": "keyword",
+        "document": "keyword",
+        "version": "integer",
+        "index": "integer",
+    },
+)
+CHUNK_INDEXES = CHUNKS.indexes
 #: Most corpora a listing of every tenant's corpora returns.
 MAX_CORPORA = 100_000
 
@@ -56,7 +61,7 @@ def split_corpus_key(key: str) -> tuple[str, str]:
 def corpus_collection(embedder_id: str, dim: int) -> str:
     """The chunk collection of an embedder identity and dimension, separate from the cache's
     (``deja_…``): e.g. ``deja-corpus_all-minilm-l6-v2-dynint8_384``."""
-    return collection_name("deja-corpus", embedder_id, dim)
+    return CHUNKS.collection(embedder_id, dim)
 
 
 def chunk_point_id(chunk: Chunk) -> str:

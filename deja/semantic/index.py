@@ -21,7 +21,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from deja.vectors.collection import Collection, Hit, Indexes, Point, collection_name
+from deja.vectors.collection import Collection, Hit, Point, Schema
 from deja.vectors.filters import Filter, Match, MatchAny, Range, all_of, matches
 
 #: Payload keys that scope a lookup; each gets a keyword payload index.
@@ -30,21 +30,25 @@ SCOPE_FIELDS: tuple[str, ...] = ("tenant", "namespace", "model", "params_hash", 
 SOURCES_FIELD = "sources"
 #: Payload key of the compound scope keyword (stored with each point, stripped from results).
 SCOPE_KEY_FIELD = "scope_key"
-#: The cache's payload indexes.
-QUESTION_INDEXES: Indexes = {
-    SCOPE_KEY_FIELD: "keyword",
-    **{name: "keyword" for name in SCOPE_FIELDS},
-    "tenant": "tenant",
-    SOURCES_FIELD: "keyword",
-    "expires_at": "float",
-    "created_at": "float",
-}
+#: The cache's schema: collections ``deja_<embedder>_<dim>``, and their payload indexes.
+QUESTIONS = Schema(
+    "deja",
+    {
+        SCOPE_KEY_FIELD: "keyword",
+        **{name: "keyword" for name in SCOPE_FIELDS},
+        "tenant": "tenant",
+        SOURCES_FIELD: "keyword",
+        "expires_at": "float",
+        "created_at": "float",
+    },
+)
+QUESTION_INDEXES = QUESTIONS.indexes
 
 
 def question_collection(embedder_id: str, dim: int) -> str:
     """The cache's collection of an embedder identity and dimension, e.g.
     ``deja_all-minilm-l6-v2-int8_384``."""
-    return collection_name("deja", embedder_id, dim)
+    return QUESTIONS.collection(embedder_id, dim)
 
 
 def scope_key(scope: Scope) -> str:

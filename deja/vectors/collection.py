@@ -85,8 +85,16 @@ class Collection(Protocol):
         idempotent, and every later call raises ``VectorStoreError``."""
 
 
-def collection_name(prefix: str, embedder_id: str, dim: int) -> str:
-    """A collection per schema, embedder identity and dimension, so vectors of different
-    models never meet: e.g. ``deja_all-minilm-l6-v2-int8_384``."""
-    safe = "".join(c if c.isalnum() or c in "-_" else "-" for c in embedder_id.lower())
-    return f"{prefix}_{safe}_{dim}"
+@dataclass(frozen=True, slots=True)
+class Schema:
+    """A payload schema on the layer, as far as the layer needs to know it: the name prefix
+    of its collections and the payload indexes they get."""
+
+    prefix: str
+    indexes: Indexes
+
+    def collection(self, embedder_id: str, dim: int) -> str:
+        """A collection per schema, embedder identity and dimension, so vectors of different
+        models never meet: e.g. ``deja_all-minilm-l6-v2-int8_384``."""
+        safe = "".join(c if c.isalnum() or c in "-_" else "-" for c in embedder_id.lower())
+        return f"{self.prefix}_{safe}_{dim}"

@@ -1,6 +1,5 @@
-"""Opening the corpora (issue 11): the chunk store on the semantic layer's backend, ``Corpora`` on
-the process's one embedder, and the start-up preload. Kept apart from ``app.resources`` for
-size; ``Gateway.build`` calls it in the same way and closes what it opens on the same stack."""
+"""The corpora: the chunk store on the gateway's vector backend, ``Corpora`` on the process's
+one embedder, the retrieval step, and the start-up preload."""
 
 from __future__ import annotations
 
@@ -12,7 +11,7 @@ from pathlib import Path
 from app.wiring.vectors import VectorBackend
 from config.settings import Settings
 from deja.corpus.files import collect, content_type_for
-from deja.corpus.index import CHUNK_INDEXES, ChunkStore, corpus_collection
+from deja.corpus.index import CHUNKS, ChunkStore
 from deja.corpus.names import check_corpus_name
 from deja.corpus.reports import FileReport, SourceFile
 from deja.corpus.service import Corpora, CorpusSettings
@@ -42,14 +41,12 @@ CHUNK_MAINTENANCE_SECONDS = 60.0
 def chunk_store(settings: Settings, embedder: Embedder, vectors: VectorBackend) -> ChunkStore:
     """The chunks, in a collection apart from the cache's; searches bounded by the retrieval
     budget."""
-    collection = vectors.collection(
-        corpus_collection(embedder.model_id, embedder.dim),
-        embedder.dim,
-        CHUNK_INDEXES,
-        timeout=settings.rag_retrieval_timeout_seconds,
-        maintenance_timeout=CHUNK_MAINTENANCE_SECONDS,
+    timeout = settings.rag_retrieval_timeout_seconds
+    return ChunkStore(
+        vectors.collection(
+            CHUNKS, embedder, timeout=timeout, maintenance_timeout=CHUNK_MAINTENANCE_SECONDS
+        )
     )
-    return ChunkStore(collection)
 
 
 async def open_corpora(

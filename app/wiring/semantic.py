@@ -1,7 +1,6 @@
-"""Opening the semantic layer's parts: the embedder (shared with the corpora), the vector
-store, the verifier and its calibration table, the semantic cache and step. Kept apart from
-``app.resources`` (the upstream side and the stores) for size; ``Gateway.build`` calls both in
-the same way and closes what they open on the same stack."""
+"""The semantic layer: the embedder (shared with the corpora), the cache's vector store, the
+verifier and its calibration table, the judge, shadow checks and the temporal bypass, the
+semantic cache and its step."""
 
 from __future__ import annotations
 
@@ -10,7 +9,6 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.resources import Replicas
 from app.wiring.vectors import VectorBackend
 from config.settings import Settings
 from deja.cache.exact.base import ExactStore
@@ -22,11 +20,12 @@ from deja.observability.tracing import Tracing
 from deja.semantic.cache import SemanticCache
 from deja.semantic.crossencoder import MODEL_FILE, SHIPPED_DIR, check_sums, load_verifier
 from deja.semantic.cutoffs import CALIBRATION_FILE, CalibrationTable, load_table
-from deja.semantic.index import QUESTION_INDEXES, VectorStore, question_collection
+from deja.semantic.index import QUESTIONS, VectorStore
 from deja.semantic.judge import Judge
 from deja.semantic.shadow import ShadowChecks
 from deja.semantic.verifier import Verifier
 from deja.temporal.classifier import load_classifier
+from deja.temporal.rules import TemporalDetector
 from deja.tenancy.thresholds import Thresholds
 from deja.upstream.upstream import Upstream
 from middleware.semantic import Checks, SemanticSettings, SemanticStep
@@ -39,6 +38,12 @@ log = logging.getLogger("deja")
 COSINE_ONLY_THETA = 0.98
 #: Seconds allowed to the vector store's calls off the request path (on a Qdrant server).
 VECTOR_MAINTENANCE_SECONDS = 10.0
+
+
+def temporal_detector(settings: Settings) -> TemporalDetector | None:
+    if not settings.temporal_bypass:
+        return None
+    return TemporalDetector(settings.temporal_extra_patterns)
 
 
 def load_embedder(settings: Settings) -> Embedder:
@@ -56,14 +61,12 @@ def load_embedder(settings: Settings) -> Embedder:
 
 def vector_store(settings: Settings, embedder: Embedder, vectors: VectorBackend) -> VectorStore:
     """The cache's index of questions, in a collection of its embedder's."""
-    collection = vectors.collection(
-        question_collection(embedder.model_id, embedder.dim),
-        embedder.dim,
-        QUESTION_INDEXES,
-        timeout=settings.semantic_timeout_seconds,
-        maintenance_timeout=VECTOR_MAINTENANCE_SECONDS,
+    timeout = settings.semantic_timeout_seconds
+    return VectorStore(
+        vectors.collection(
+            QUESTIONS, embedder, timeout=timeout, maintenance_timeout=VECTOR_MAINTENANCE_SECONDS
+        )
     )
-    return VectorStore(collection)
 
 
 def open_embedder(stack: AsyncExitStack, settings: Settings) -> Embedder | None:
@@ -190,14 +193,14 @@ class SemanticParts:
         metrics: Metrics,
         tracing: Tracing,
         exact: ExactStore | None,
-        replicas: Replicas,
+        upstream: Upstream,
         embedder: Embedder | None,
         vectors: VectorBackend,
     ) -> SemanticParts:
         """The semantic cache (vector store on the shared embedder) and, with it, the verifier
         and table."""
         cache = await semantic_cache(stack, settings, metrics, tracing, embedder, vectors)
-        parts = cls(cache, exact, replicas.upstream)
+        parts = cls(cache, exact, upstream)
         if cache is not None:
             parts.verifier, parts.table = open_verifier(stack, settings)
         return parts
