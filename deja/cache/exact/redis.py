@@ -146,11 +146,16 @@ class RedisExactStore:
         values = await self._client.mget([KEY_PREFIX + k for k in keys])
         return [v if isinstance(v, bytes) else None for v in values]
 
-    async def set(self, key: str, answer: CachedAnswer, ttl: int) -> None:
+    def _before_write(self, key: str) -> None:
+        """A write or delete of ``key``: refused once closed; the pending hit count and this
+        process's tier copy are dropped first (the tier must never serve the old answer)."""
         self._check_open()
         self._hits.pop(key, None)
         if self.tracking is not None:
             self.tracking.forget(key)
+
+    async def set(self, key: str, answer: CachedAnswer, ttl: int) -> None:
+        self._before_write(key)
         try:
             async with asyncio.timeout(self._timeout):
                 async with self._client.pipeline(transaction=False) as pipe:
@@ -211,10 +216,7 @@ class RedisExactStore:
             raise self._failed("count", exc) from exc
 
     async def delete(self, key: str) -> bool:
-        self._check_open()
-        self._hits.pop(key, None)
-        if self.tracking is not None:
-            self.tracking.forget(key)
+        self._before_write(key)
         try:
             async with asyncio.timeout(self._timeout):
                 removed: int = await self._client.delete(KEY_PREFIX + key, HITS_PREFIX + key)
