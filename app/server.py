@@ -16,7 +16,8 @@ import uvicorn
 
 from app.main import create_app
 from app.resources import embedded_parts, uses_data_dir_exclusively
-from app.semantic_parts import verifier_table
+from app.semantic_parts import check_targets, verifier_table
+from config.problems import Problem
 from config.settings import ConfigError, Settings
 from deja.datadir import DataDirLock
 
@@ -27,9 +28,15 @@ def preflight(settings: Settings) -> socket.socket:
     the port is taken; else return the bound socket (uvicorn would only find out after the
     lifespan had loaded the models)."""
     if settings.workers > 1 and (blockers := embedded_parts(settings)):
-        raise ConfigError(
-            f"--workers {settings.workers} needs stores every worker shares; this "
-            f"configuration uses {'; '.join(blockers)}"
+        raise ConfigError.of(
+            [
+                Problem(
+                    settings.written_as("workers"),
+                    str(settings.workers),
+                    "1, unless every store is shared (DEJA_REDIS_URL, DEJA_QDRANT_URL); "
+                    f"this configuration uses {'; '.join(blockers)}",
+                )
+            ]
         )
     if uses_data_dir_exclusively(settings):
         DataDirLock(settings.data_dir).check_free()
@@ -39,7 +46,8 @@ def preflight(settings: Settings) -> socket.socket:
         and settings.semantic_verifier == "onnx"
         and settings.semantic_verifier_fallback == "refuse"
     ):
-        verifier_table(settings)  # a corrupt or mismatched verifier: one line, before loading
+        # A corrupt or mismatched verifier, or a target it cannot serve: before loading.
+        check_targets(settings, verifier_table(settings)[1])
     family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

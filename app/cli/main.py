@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 import orjson
 
+from app.cli.support import BadSettings
 from config.settings import load_settings
 from deja.errors import ConfigError, DataDirInUseError, VerifierError
 
@@ -87,7 +88,7 @@ def serve(
         }
         settings = load_settings(config_file, **overrides)
     except ConfigError as exc:
-        raise click.ClickException(str(exc)) from exc
+        raise BadSettings(str(exc)) from None
     if print_config:
         click.echo(orjson.dumps(settings.masked(), option=orjson.OPT_INDENT_2).decode())
         return
@@ -96,7 +97,9 @@ def serve(
 
     try:
         sock = preflight(settings)
-    except (DataDirInUseError, VerifierError, OSError, ConfigError) as exc:
+    except ConfigError as exc:
+        raise BadSettings(str(exc)) from None
+    except (DataDirInUseError, VerifierError, OSError) as exc:
         raise click.ClickException(str(exc)) from None
     run_workers(settings, sock, reload=lambda: load_settings(config_file, **overrides))
 

@@ -35,6 +35,7 @@ __all__ = [
     "EXIT_USAGE",
     "AdminError",
     "AuthError",
+    "BadSettings",
     "RefusedError",
     "UnreachableError",
     "parse_duration",
@@ -61,6 +62,16 @@ class RefusedError(AdminError):
     """Refused locally before anything was sent (exit 2, as for usage errors)."""
 
     exit_code = EXIT_USAGE
+
+
+class BadSettings(click.ClickException):
+    """Settings that cannot be used (exit 2), printed as :mod:`config.problems` renders them:
+    the setting as the user wrote it, its value, what is allowed, one line each."""
+
+    exit_code = EXIT_USAGE
+
+    def show(self, file: Any = None) -> None:
+        click.echo(self.message, err=True)
 
 
 class UnreachableError(AdminError):
