@@ -58,6 +58,7 @@ from deja.tenancy.thresholds import (
     ThresholdStore,
     follow,
 )
+from middleware.embeddings import Embeddings
 from middleware.memo import RequestMemo
 from middleware.pipeline import Observability, Pipeline
 from middleware.singleflight import Flights
@@ -94,6 +95,12 @@ class Gateway:
     audit_trail: AuditTrail = field(default_factory=AuditTrail)
     #: The keys file, followed while serving (None in open mode).
     keys_file: KeysFile | None = None
+
+    @functools.cached_property
+    def embeddings(self) -> Embeddings:
+        """The ``/v1/embeddings`` path, on the pipeline's exact store, upstream and telemetry."""
+        p = self.pipeline
+        return Embeddings(p.exact, p.upstream, p.metrics, p.obs.access_log, p.background)
 
     @property
     def pool(self) -> ReplicaPool:

@@ -17,6 +17,7 @@ from app.api import (
     admin_insight,
     admin_semantic,
     console,
+    embeddings,
     health,
     openai_routes,
 )
@@ -61,6 +62,7 @@ def create_app(
     )
     install_error_handlers(app)
     app.router.routes.extend(openai_routes.routes)
+    app.router.routes.extend(embeddings.routes)
     app.router.routes.extend(health.routes)
     app.include_router(admin.router)
     app.include_router(admin_cache.router)
@@ -68,6 +70,6 @@ def create_app(
     app.include_router(admin_corpus.router)
     app.include_router(admin_insight.router)
     app.include_router(console.router)
-    gateway_app = DejaApp(app, openai_routes.fast_routes)
+    gateway_app = DejaApp(app, {**openai_routes.fast_routes, **embeddings.fast_routes})
     gateway_app.add_middleware(BodyReadTimeout, timeout=settings.body_read_timeout_seconds)
     return gateway_app

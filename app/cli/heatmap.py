@@ -79,9 +79,9 @@ def write_heatmap_png(
     axes named with their flag, the SLO and the recommendation framed and in the legend."""
     cells = _by_cell(results)
     grid = np.full((len(tokens), len(seqs)), np.nan)
-    for (s, t), r in cells.items():
-        if r.ok and s in seqs and t in tokens:
-            grid[list(tokens).index(t), list(seqs).index(s)] = r.throughput
+    for (s, t), cell in cells.items():
+        if cell.ok and s in seqs and t in tokens:
+            grid[list(tokens).index(t), list(seqs).index(s)] = cell.throughput
     figure = new_figure(max(8.0, 2.2 + 1.4 * len(seqs)), max(4.5, 2.0 + 0.9 * len(tokens)))
     ax = figure.add_subplot()
     ax.set_facecolor("#cccccc")  # failed / timed-out cells show the background
