@@ -21,6 +21,7 @@ from app.api import (
     health,
     openai_routes,
 )
+from app.api.docs import OPENAPI_PATH, SWAGGER_PATH, install_docs_off
 from app.api.errors import install_error_handlers
 from app.gateway import Gateway
 from config.settings import Settings
@@ -54,13 +55,16 @@ def create_app(
         title="deja",
         summary="OpenAI-compatible caching gateway for vLLM",
         lifespan=lifespan,
-        docs_url=None,
+        openapi_url=OPENAPI_PATH if settings.api_docs else None,
+        docs_url=SWAGGER_PATH if settings.api_docs else None,
         redoc_url=None,
         # Starlette's slash redirect builds an absolute Location from the Host header the
         # client sent; app.api.errors redirects with a path-only Location instead.
         redirect_slashes=False,
     )
     install_error_handlers(app)
+    if not settings.api_docs:
+        install_docs_off(app)
     app.router.routes.extend(openai_routes.routes)
     app.router.routes.extend(embeddings.routes)
     app.router.routes.extend(health.routes)

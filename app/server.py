@@ -10,7 +10,7 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import uvicorn
 
@@ -67,15 +67,19 @@ class AnnouncingServer(uvicorn.Server):
     warning``. The line goes straight to stderr, whatever the log level: it is the one line
     every user of ``deja serve`` needs."""
 
-    def __init__(self, config: uvicorn.Config, url: str, worker: str = "") -> None:
+    def __init__(
+        self, config: uvicorn.Config, url: str, worker: str = "", notes: Sequence[str] = ()
+    ) -> None:
         super().__init__(config)
         self.url = url
         self.worker = worker
+        self.notes = notes
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets=sockets)
         if self.started:
-            sys.stderr.write(f"{listening_line(self.url, self.worker)}\n")
+            lines = [listening_line(self.url, self.worker), *self.notes]
+            sys.stderr.write("".join(f"{line}\n" for line in lines))
             sys.stderr.flush()
 
 
@@ -96,9 +100,11 @@ def run_server(
     sock: socket.socket,
     reload: Callable[[], Settings] | None = None,
     worker: str = "",
+    notes: Sequence[str] = (),
 ) -> None:
     """Serve on ``sock`` until interrupted; SIGHUP (or POST /admin/replicas/reload) calls
-    ``reload``; ``worker`` names this process in the listening line."""
+    ``reload``; ``worker`` names this process in the listening line, ``notes`` follow it (the
+    console's URL and key)."""
     config = uvicorn.Config(
         create_app(settings, reload=reload),
         loop="uvloop",
@@ -111,7 +117,7 @@ def run_server(
         server_header=False,
         timeout_graceful_shutdown=10,
     )
-    AnnouncingServer(config, listen_url(sock), worker).run(sockets=[sock])
+    AnnouncingServer(config, listen_url(sock), worker, notes).run(sockets=[sock])
 
 
 #: A worker that dies is restarted after this long (not in a tight loop if it dies at once).
@@ -120,13 +126,16 @@ log = logging.getLogger("deja.server")
 
 
 def run_workers(
-    settings: Settings, sock: socket.socket, reload: Callable[[], Settings] | None = None
+    settings: Settings,
+    sock: socket.socket,
+    reload: Callable[[], Settings] | None = None,
+    notes: Sequence[str] = (),
 ) -> None:
     """``settings.workers`` forked processes serving on the one bound ``sock`` (the kernel
     spreads connections over the processes accepting on it). The parent only supervises:
     SIGINT/SIGTERM/SIGHUP go to every worker, and a worker that dies is restarted."""
     if settings.workers <= 1:
-        run_server(settings, sock, reload)
+        run_server(settings, sock, reload, notes=notes)
         return
     children: dict[int, int] = {}
     stopping = False
@@ -139,7 +148,7 @@ def run_workers(
             code = 0
             try:
                 worker = f"worker {slot + 1}/{settings.workers}, pid {os.getpid()}"
-                run_server(settings, sock, reload, worker)
+                run_server(settings, sock, reload, worker, notes if slot == 0 else ())
             except BaseException:
                 log.exception("worker %d failed", slot)
                 code = 1

@@ -64,6 +64,12 @@ class Settings(BaseSettings, UpstreamSettings, CacheSettings, RagSettings):
         description="Worker processes sharing the listening socket. Above 1, every store must "
         "be shared (Redis, a Qdrant server): embedded stores are refused at start-up.",
     )
+    api_docs: bool = Field(
+        False,
+        description="Serve the OpenAPI schema (/openapi.json) and its Swagger page (/docs; the "
+        "page loads Swagger UI from a CDN in the browser). Both follow this one setting: off, "
+        "both answer 404 naming it.",
+    )
     max_body_bytes: int = Field(
         4 * 1024 * 1024, ge=1024, description="Largest request body accepted; larger gets 413."
     )

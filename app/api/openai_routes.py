@@ -83,10 +83,20 @@ def disconnect_waiter(receive: Receive) -> Disconnected:
     return wait
 
 
+#: The 503 when the gateway was started without replicas (not a health problem: a setup one).
+NO_REPLICAS_CONFIGURED = (
+    "no replicas are configured: set DEJA_REPLICAS to your vLLM servers' URLs "
+    "(e.g. DEJA_REPLICAS=http://10.0.0.5:8000,http://10.0.0.6:8000) and restart, or start "
+    "with `deja serve --demo` for simulated replicas"
+)
+
+
 async def ensure_model(gateway: Gateway, model: str) -> None:
     """404 for a model no replica serves; 503 when no replica's model list could be read."""
     if await gateway.discovery.knows(model):
         return
+    if not gateway.pool.replicas:
+        raise NoHealthyReplicaError(NO_REPLICAS_CONFIGURED)
     if not gateway.pool.known_models():
         raise NoHealthyReplicaError("no replica is reachable to serve this request")
     raise ModelNotFoundError(
