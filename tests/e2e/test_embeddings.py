@@ -41,14 +41,18 @@ class Env:
         return raw.headers["x-deja-cache"], raw.parse()
 
 
+def write_keys(path: Path) -> Path:
+    tenants: dict[str, Any] = {name: {"key_hashes": [key_hash(key)]} for name, key in KEYS.items()}
+    tenants["slow"]["rate_limit_rpm"] = 1
+    path.write_text(yaml.safe_dump({"tenants": tenants}))
+    return path
+
+
 @pytest.fixture(scope="module")
 async def env(
     sims: SimCluster, tmp_path_factory: pytest.TempPathFactory, make_gateway: Any
 ) -> AsyncIterator[Env]:
-    tenants: dict[str, Any] = {name: {"key_hashes": [key_hash(key)]} for name, key in KEYS.items()}
-    tenants["slow"]["rate_limit_rpm"] = 1
-    keys: Path = tmp_path_factory.mktemp("keys") / "keys.yaml"
-    keys.write_text(yaml.safe_dump({"tenants": tenants}))
+    keys = write_keys(tmp_path_factory.mktemp("keys") / "keys.yaml")
     async with make_gateway(replicas=sims.urls, keys_file=keys) as (url, app):
         yield Env(url, app)
 

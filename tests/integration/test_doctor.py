@@ -210,3 +210,31 @@ def test_cli_reports_an_unreachable_replica_and_checks_the_others() -> None:
     report = json.loads(result.stdout)
     dead_report, live_report = report["replicas"]
     assert dead_report["error"] and live_report["error"] is None and report["findings"] == []
+
+
+def test_no_traffic_in_the_window_is_not_healthy() -> None:
+    """A replica nobody sent a request to gives no finding: that must not read as healthy."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app", "sim", "--port", str(port), "--speed", "0"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        live = f"http://127.0.0.1:{port}"
+        for _ in range(200):
+            try:
+                if httpx.get(live + "/health", timeout=0.5).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                asyncio.run(asyncio.sleep(0.05))
+        result = subprocess.run(
+            [sys.executable, "-m", "app", "doctor", "--replica", live, "--window", "0.5s",
+             "--interval", "0.1s"],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    assert result.returncode == 5, result.stdout + result.stderr
+    assert "no traffic in the window" in result.stdout and "no finding" not in result.stdout

@@ -132,7 +132,11 @@ def test_a_precision_target_the_table_cannot_serve_is_refused_at_start(tmp_path:
     result = CliRunner(env=env).invoke(deja, ["serve"])
     assert result.exit_code == 2, result.output
     lines = result.output.splitlines()
-    assert lines[:3] == ["deja: bad setting", "  setting: DEJA_SEMANTIC_PRECISION", "  value:   0.99"]
+    assert lines[:3] == [
+        "deja: bad setting",
+        "  setting: DEJA_SEMANTIC_PRECISION",
+        "  value:   0.99",
+    ]
     assert "covers: up to 0.97" in lines[3]
 
 
