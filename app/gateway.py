@@ -100,7 +100,7 @@ class Gateway:
     def embeddings(self) -> Embeddings:
         """The ``/v1/embeddings`` path, on the pipeline's exact store, upstream and telemetry."""
         p = self.pipeline
-        return Embeddings(p.exact, p.upstream, p.metrics, p.obs.access_log, p.background)
+        return Embeddings(p.exact, p.upstream, p.metrics, p.obs.access_log, p.background, p.stats)
 
     @property
     def pool(self) -> ReplicaPool:

@@ -26,6 +26,7 @@ from deja.cache.keys import Endpoint, cache_key
 from deja.errors import CacheUnavailableError, DejaError, InvalidRequestError
 from deja.observability.accesslog import AccessLog
 from deja.observability.metrics import Metrics
+from deja.observability.stats import Stats
 from deja.replicas.upstream import Upstream
 from deja.request import CachePolicy, Outcome
 from middleware.disconnect import Disconnected, until_disconnect
@@ -130,8 +131,10 @@ class Embeddings:
         metrics: Metrics,
         access_log: AccessLog | None,
         background: BackgroundTasks,
+        stats: Stats | None = None,
     ) -> None:
         self.exact = exact
+        self.stats = stats
         self.upstream = upstream
         self.metrics = metrics
         self.access_log = access_log
@@ -260,6 +263,8 @@ class Embeddings:
     ) -> None:
         """One count and one access-log line per request, as for generation."""
         seconds = time.perf_counter() - started
+        if self.stats is not None and status == 200:
+            self.stats.record(req.tenant, outcome)
         self.metrics.request(ENDPOINT, outcome.value, req.tenant, seconds, str(status), reason)
         if self.access_log is None:
             return
