@@ -53,7 +53,7 @@ def console_steps(text: str) -> list[Step]:
                 i += 1
                 continue
             start, command = i + 1, line[2:]
-            while command.endswith("\\") or command.count("'") % 2:
+            while command.endswith("\\") or drop_comment(command).count("'") % 2:
                 i += 1
                 command += "\n" + lines[i]
             i += 1
