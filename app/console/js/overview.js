@@ -157,11 +157,11 @@ class Overview {
   }
 
   renderHealth(points, x) {
-    const ms = (v) => (v >= 1 ? `${(v).toFixed(1)} s` : `${Math.round(v * 1000)} ms`);
+    const ms = (v) => (v * 1000 < 10 ? (v * 1000).toFixed(1) : num(Math.round(v * 1000)));
     lineChart(this.latencyChart, {
       label: "Request latency over time",
       x,
-      y: { label: "latency", format: ms },
+      y: { label: "ms", format: ms },
       series: [
         { name: "p50", color: "#2563eb", points: points.map((p) => [p.at, p.latency_p50 ?? null]) },
         { name: "p95", color: "#c2410c", points: points.map((p) => [p.at, p.latency_p95 ?? null]) },
@@ -180,7 +180,7 @@ class Overview {
     lineChart(this.queueChart, {
       label: "429s and admission queue over time",
       x,
-      y: { label: "requests", format: (v) => num(v) },
+      y: { label: "requests", format: (v) => num(v), integer: true },
       series: [
         { name: "429 per interval", color: "#d97706", points: points.map((p) => [p.at, p.throttled ?? 0]) },
         { name: "waiting for a slot", color: "#7c3aed", dashed: true, points: points.map((p) => [p.at, p.queue ?? 0]) },
