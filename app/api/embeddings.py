@@ -12,6 +12,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from app.api.openai_routes import (
+    admit_caller,
     disconnect_waiter,
     ensure_model,
     header_map,
@@ -37,11 +38,8 @@ async def embeddings(request: Request) -> Response:
     rid = request_id(headers.get("x-request-id"))
     tenant_name = "-"
     try:
-        caller = gateway.keys.authenticate(headers.get("authorization"))
-        tenant = caller.tenant
+        tenant = await admit_caller(gateway, headers)
         tenant_name = tenant.name
-        if tenant.rate_limit_rpm is not None:
-            await gateway.limiter.take(caller.key_id, tenant.rate_limit_rpm)
         raw = await read_body(request, headers, settings.max_body_bytes)
         policy = parse_policy(
             headers,

@@ -104,6 +104,14 @@ async def ensure_model(gateway: Gateway, model: str) -> None:
     )
 
 
+async def admit_caller(gateway: Gateway, headers: dict[str, str]) -> Tenant:
+    """The caller's tenant, once its key is valid and its rate limit has room (401 / 429)."""
+    caller = gateway.keys.authenticate(headers.get("authorization"))
+    if caller.tenant.rate_limit_rpm is not None:
+        await gateway.limiter.take(caller.key_id, caller.tenant.rate_limit_rpm)
+    return caller.tenant
+
+
 async def _generate(request: Request, endpoint: Endpoint) -> Response:
     gateway = gateway_of(request)
     settings = gateway.settings
@@ -113,11 +121,8 @@ async def _generate(request: Request, endpoint: Endpoint) -> Response:
     pipeline = gateway.pipeline
     tenant_name = "-"
     try:
-        caller = gateway.keys.authenticate(headers.get("authorization"))
-        tenant = caller.tenant
+        tenant = await admit_caller(gateway, headers)
         tenant_name = tenant.name
-        if tenant.rate_limit_rpm is not None:
-            await gateway.limiter.take(caller.key_id, tenant.rate_limit_rpm)
         raw = await read_body(request, headers, settings.max_body_bytes)
         # Byte-identical requests (same tenant, same shaping headers) skip validation and key
         # hashing; the memo never holds an answer (middleware/memo.py).
