@@ -46,6 +46,7 @@ from deja.upstream.health import HealthMonitor
 from deja.upstream.pool import ReplicaPool
 from deja.upstream.prefix import PrefixConfig
 from deja.upstream.upstream import Upstream
+from middleware.embeddings import Embeddings
 from middleware.memo import RequestMemo
 from middleware.pipeline import Observability, Pipeline
 from middleware.retrieve import RetrieveStep
@@ -89,6 +90,12 @@ class Gateway:
         if self.corpora is not None:  # a document change invalidates the answers built on it
             self.corpora.on_change = self.on_corpus_change
             self.corpora.on_preview = self.preview_corpus_change
+
+    @functools.cached_property
+    def embeddings(self) -> Embeddings:
+        """The ``/v1/embeddings`` path, on the pipeline's exact store, upstream and telemetry."""
+        p = self.pipeline
+        return Embeddings(p.exact, p.upstream, p.metrics, p.obs.access_log, p.background, p.stats)
 
     @property
     def pool(self) -> ReplicaPool:

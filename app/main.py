@@ -17,9 +17,11 @@ from app.api import (
     admin_insight,
     admin_semantic,
     console,
+    embeddings,
     health,
     openai_routes,
 )
+from app.api.docs import OPENAPI_PATH, SWAGGER_PATH, install_docs_off
 from app.api.errors import install_error_handlers
 from app.gateway import Gateway
 from config.settings import Settings
@@ -53,14 +55,18 @@ def create_app(
         title="deja",
         summary="OpenAI-compatible caching gateway for vLLM",
         lifespan=lifespan,
-        docs_url=None,
+        openapi_url=OPENAPI_PATH if settings.api_docs else None,
+        docs_url=SWAGGER_PATH if settings.api_docs else None,
         redoc_url=None,
         # Starlette's slash redirect builds an absolute Location from the Host header the
         # client sent; app.api.errors redirects with a path-only Location instead.
         redirect_slashes=False,
     )
     install_error_handlers(app)
+    if not settings.api_docs:
+        install_docs_off(app)
     app.router.routes.extend(openai_routes.routes)
+    app.router.routes.extend(embeddings.routes)
     app.router.routes.extend(health.routes)
     app.include_router(admin.router)
     app.include_router(admin_cache.router)
@@ -68,6 +74,6 @@ def create_app(
     app.include_router(admin_corpus.router)
     app.include_router(admin_insight.router)
     app.include_router(console.router)
-    gateway_app = DejaApp(app, openai_routes.fast_routes)
+    gateway_app = DejaApp(app, {**openai_routes.fast_routes, **embeddings.fast_routes})
     gateway_app.add_middleware(BodyReadTimeout, timeout=settings.body_read_timeout_seconds)
     return gateway_app

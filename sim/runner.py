@@ -28,6 +28,34 @@ logger = logging.getLogger("sim")
 _STOP_TIMEOUT_S = 5.0
 
 
+#: The asyncio task name of an embedded replica's server (``deja-sim-0``, ...).
+TASK_PREFIX = "deja-sim-"
+
+
+class _SimServerLogs(logging.Filter):
+    """Names the simulated replica in uvicorn's own lines ("Started server process [pid]")
+    when they come from an embedded replica's task, so a demo's log tells the gateway's
+    server from the simulators' (all share one process and uvicorn's one logger)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            task = asyncio.current_task()
+        except RuntimeError:
+            return True
+        if task is not None and task.get_name().startswith(TASK_PREFIX):
+            replica = task.get_name().removeprefix(TASK_PREFIX)
+            record.msg = f"simulated replica sim-{replica} (deja sim): {record.msg}"
+            if hasattr(record, "color_message"):
+                del record.color_message
+        return True
+
+
+def _name_sim_logs() -> None:
+    target = logging.getLogger("uvicorn.error")
+    if not any(isinstance(f, _SimServerLogs) for f in target.filters):
+        target.addFilter(_SimServerLogs())
+
+
 class _EmbeddedServer(uvicorn.Server):
     """A uvicorn server that leaves the host process's signal handlers alone."""
 
@@ -92,6 +120,7 @@ async def start_simulators(n: int, config: SimConfig, host: str = "127.0.0.1") -
     share ``config``. Returns once every server has started.
     """
     cluster = SimCluster(urls=[], apps=[], servers=[], tasks=[])
+    _name_sim_logs()
     try:
         for i in range(n):
             app = create_sim_app(
@@ -112,7 +141,7 @@ async def start_simulators(n: int, config: SimConfig, host: str = "127.0.0.1") -
                     timeout_graceful_shutdown=1,
                 )
             )
-            task = asyncio.create_task(server.serve(sockets=[sock]), name=f"deja-sim-{i}")
+            task = asyncio.create_task(server.serve(sockets=[sock]), name=f"{TASK_PREFIX}{i}")
             cluster.apps.append(app)
             cluster.servers.append(server)
             cluster.tasks.append(task)

@@ -1,7 +1,8 @@
 """HTTP face of the simulated vLLM replica: an OpenAI-compatible Starlette app.
 
 Endpoints: ``POST /v1/chat/completions``, ``POST /v1/completions`` (both with
-``stream: true``), ``GET /v1/models``, ``GET /health``, ``GET /metrics`` and the runtime
+``stream: true``), ``POST /v1/embeddings`` (:mod:`sim.embeddings`),
+``GET /v1/models``, ``GET /health``, ``GET /metrics`` and the runtime
 fault control ``GET``/``PUT /sim/faults``. For tests, benchmarks and demos only.
 
 The generation endpoints live in :mod:`sim.generation`, the app's state in
@@ -21,6 +22,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from sim.config import SimConfig
+from sim.embeddings import EmbeddingHandlers
 from sim.generation import GenerationHandlers
 from sim.loop import SimEngine
 from sim.metrics import METRICS_CONTENT_TYPE, SimMetrics
@@ -102,6 +104,7 @@ def create_sim_app(config: SimConfig) -> Starlette:
     routes = [
         Route("/v1/chat/completions", gen.chat_completions, methods=["POST"]),
         Route("/v1/completions", gen.completions, methods=["POST"]),
+        Route("/v1/embeddings", EmbeddingHandlers(state).embeddings, methods=["POST"]),
         Route("/v1/models", svc.models, methods=["GET"]),
         Route("/health", svc.health, methods=["GET"]),
         Route("/metrics", svc.metrics_endpoint, methods=["GET"]),

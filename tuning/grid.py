@@ -30,9 +30,14 @@ __all__ = [
     "CellResult",
     "CellRunner",
     "ResultStore",
+    "flat_axes",
     "recommend",
     "run_grid",
 ]
+
+#: An axis whose cells stay within this share of each other (at every value of the other
+#: axis) "makes no difference": 3,759 vs 3,761 tok/s is noise, not a reason to pick a value.
+FLAT_SPREAD = 0.02
 
 DEFAULT_SEQS = (32, 64, 128, 256, 512)
 DEFAULT_TOKENS = (4096, 8192, 16384, 32768, 65536)
@@ -198,3 +203,22 @@ def recommend(results: Sequence[CellResult], ttft_p99_ms: float | None) -> CellR
     best = max(r.throughput for r in eligible)
     close = [r for r in eligible if r.throughput >= 0.99 * best]
     return min(close, key=lambda r: (r.seqs, r.tokens))
+
+
+def flat_axes(results: Sequence[CellResult], spread: float = FLAT_SPREAD) -> dict[str, str]:
+    """The axes (``seqs``, ``tokens``) along which throughput moves by less than ``spread`` of
+    its mean at every value of the other axis, each with the largest move seen ("0.5%"); an
+    axis with fewer than two values is never flat (nothing was compared)."""
+    ok = [r for r in results if r.ok and r.throughput > 0]
+    flat: dict[str, str] = {}
+    for axis, other in (("seqs", "tokens"), ("tokens", "seqs")):
+        lines: dict[int, list[float]] = {}
+        for r in ok:
+            lines.setdefault(getattr(r, other), []).append(r.throughput)
+        compared = [v for v in lines.values() if len(v) > 1]
+        if not compared:
+            continue
+        moves = [(max(v) - min(v)) / (sum(v) / len(v)) for v in compared]
+        if max(moves) <= spread:
+            flat[axis] = f"{max(moves):.1%}"
+    return flat

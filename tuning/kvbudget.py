@@ -60,6 +60,8 @@ class ModelShape:
     params: float | None = None
     hidden: int | None = None
     intermediate: int | None = None
+    #: Why ``params`` is None: "quantized", or the config fields the estimate lacks.
+    params_missing: str = ""
 
     def kv_bytes_per_token(self, kv_dtype: str = "auto") -> int:
         """``2 x layers x kv_heads x head_dim x bytes``; ``auto`` uses the weights' dtype."""
@@ -95,10 +97,36 @@ def _int_field(cfg: Mapping[str, Any], *names: str, required: bool = True) -> in
     return None
 
 
+#: Fields (with their aliases) the KV arithmetic cannot do without, and those the weights'
+#: estimate needs too.
+REQUIRED_FIELDS = (
+    ("num_hidden_layers", "n_layer", "num_layers"),
+    ("num_attention_heads", "n_head"),
+)
+PARAM_FIELDS = (
+    ("hidden_size", "n_embd"),
+    ("num_attention_heads", "n_head"),
+    ("vocab_size",),
+    ("intermediate_size", "moe_intermediate_size"),
+)
+
+
+def _require(cfg: Mapping[str, Any], fields: tuple[tuple[str, ...], ...], why: str) -> None:
+    """One error naming every absent field (with its aliases), not the first."""
+    absent = [names for names in fields if all(cfg.get(n) is None for n in names)]
+    if absent:
+        listed = ", ".join(
+            f"'{names[0]}'" + (f" (or {', '.join(names[1:])})" if len(names) > 1 else "")
+            for names in absent
+        )
+        raise ModelConfigError(f"config.json lacks {listed}" + (f" {why}" if why else ""))
+
+
 def _estimate_params(cfg: Mapping[str, Any], layers: int, kv_heads: int, head_dim: int) -> float:
     """Parameters of a decoder-only transformer with gated MLPs (Llama, Mistral, Qwen):
     embeddings (twice unless tied) + per layer Q, K, V, O projections, the MLP (times the
     experts of a mixture-of-experts model) and two norms. Llama-3.1-8B: 8,030,261,248."""
+    _require(cfg, PARAM_FIELDS, "")
     hidden = _int_field(cfg, "hidden_size", "n_embd")
     heads = _int_field(cfg, "num_attention_heads", "n_head")
     vocab = _int_field(cfg, "vocab_size")
@@ -118,6 +146,7 @@ def shape_from_config(cfg: Mapping[str, Any], name: str = "model") -> ModelShape
         cfg = {**cfg, **cfg["text_config"]}
     if "kv_lora_rank" in cfg:
         raise ModelConfigError("multi-head latent attention (kv_lora_rank) is not covered")
+    _require(cfg, REQUIRED_FIELDS, "")
     layers = _int_field(cfg, "num_hidden_layers", "n_layer", "num_layers")
     heads = _int_field(cfg, "num_attention_heads", "n_head")
     assert layers and heads
@@ -133,13 +162,16 @@ def shape_from_config(cfg: Mapping[str, Any], name: str = "model") -> ModelShape
         raise ModelConfigError(f"'torch_dtype' must be a string, got {dtype!r}")
     dtype_bytes(dtype)
     params: float | None = None
-    if "quantization_config" not in cfg:
+    missing = "quantized (quantization_config)" if "quantization_config" in cfg else ""
+    if not missing:
         try:
             params = _estimate_params(cfg, layers, kv_heads, head_dim)
-        except ModelConfigError:
-            params = None
+        except ModelConfigError as exc:
+            missing = exc.message
     intermediate = _int_field(cfg, "intermediate_size", required=False)
-    return ModelShape(name, layers, kv_heads, head_dim, dtype, heads, params, hidden, intermediate)
+    return ModelShape(
+        name, layers, kv_heads, head_dim, dtype, heads, params, hidden, intermediate, missing
+    )
 
 
 def load_model_config(path: Path) -> ModelShape:
@@ -244,8 +276,8 @@ def kv_budget(
         weights = shape.params * dtype_bytes(shape.dtype)
     else:
         raise ModelConfigError(
-            f"{shape.name}: cannot estimate the weights' size (quantized, or fields missing); "
-            "pass --weights-gib"
+            f"{shape.name}: cannot estimate the weights' size "
+            f"({shape.params_missing or 'unknown'}); pass --weights-gib"
         )
     if overhead_gib is not None:
         overhead = overhead_gib * GIB

@@ -39,12 +39,20 @@ def shows_admin_key(gateway: Gateway, authorization: str | None) -> bool:
     return hmac.compare_digest(token.encode(), key.get_secret_value().encode())
 
 
+#: The 403 of a gateway started without an admin key. Setting the key in the client's shell
+#: does not help: the gateway reads it at start-up.
+ADMIN_DISABLED = (
+    "the admin API is disabled: this gateway was started without DEJA_ADMIN_KEY; restart it "
+    "with DEJA_ADMIN_KEY set (the CLI and the console then use that same key)"
+)
+
+
 def require_admin(request: Request) -> Gateway:
     """The gateway, once the caller has shown the admin key."""
     gateway = gateway_of(request)
     key = gateway.settings.admin_key
     if key is None or not key.get_secret_value():
-        raise PermissionDeniedError("the admin API is disabled: set DEJA_ADMIN_KEY to enable it")
+        raise PermissionDeniedError(ADMIN_DISABLED)
     sent = request.headers.get("authorization", "")
     token = bearer_token(sent)
     expected = key.get_secret_value().encode()

@@ -73,7 +73,7 @@ async def read_body(request: Request, headers: dict[str, str], limit: int) -> by
             return body
 
 
-def _disconnect_waiter(receive: Receive) -> Disconnected:
+def disconnect_waiter(receive: Receive) -> Disconnected:
     async def wait() -> None:
         while True:
             message = await receive()
@@ -83,15 +83,33 @@ def _disconnect_waiter(receive: Receive) -> Disconnected:
     return wait
 
 
+#: The 503 when the gateway was started without replicas (not a health problem: a setup one).
+NO_REPLICAS_CONFIGURED = (
+    "no replicas are configured: set DEJA_REPLICAS to your vLLM servers' URLs "
+    "(e.g. DEJA_REPLICAS=http://10.0.0.5:8000,http://10.0.0.6:8000) and restart, or start "
+    "with `deja serve --demo` for simulated replicas"
+)
+
+
 async def ensure_model(gateway: Gateway, model: str) -> None:
     """404 for a model no replica serves; 503 when no replica's model list could be read."""
     if await gateway.discovery.knows(model):
         return
+    if not gateway.pool.replicas:
+        raise NoHealthyReplicaError(NO_REPLICAS_CONFIGURED)
     if not gateway.pool.known_models():
         raise NoHealthyReplicaError("no replica is reachable to serve this request")
     raise ModelNotFoundError(
         f"The model '{model}' does not exist or is not served by any replica.", param="model"
     )
+
+
+async def admit_caller(gateway: Gateway, headers: dict[str, str]) -> Tenant:
+    """The caller's tenant, once its key is valid and its rate limit has room (401 / 429)."""
+    caller = gateway.keys.authenticate(headers.get("authorization"))
+    if caller.tenant.rate_limit_rpm is not None:
+        await gateway.limiter.take(caller.key_id, caller.tenant.rate_limit_rpm)
+    return caller.tenant
 
 
 async def _generate(request: Request, endpoint: Endpoint) -> Response:
@@ -103,11 +121,8 @@ async def _generate(request: Request, endpoint: Endpoint) -> Response:
     pipeline = gateway.pipeline
     tenant_name = "-"
     try:
-        caller = gateway.keys.authenticate(headers.get("authorization"))
-        tenant = caller.tenant
+        tenant = await admit_caller(gateway, headers)
         tenant_name = tenant.name
-        if tenant.rate_limit_rpm is not None:
-            await gateway.limiter.take(caller.key_id, tenant.rate_limit_rpm)
         raw = await read_body(request, headers, settings.max_body_bytes)
         # Byte-identical requests (same tenant, same shaping headers) skip validation and key
         # hashing; the memo never holds an answer (middleware/memo.py).
@@ -133,7 +148,7 @@ async def _generate(request: Request, endpoint: Endpoint) -> Response:
             seconds=time.monotonic() - arrived,
         )
         raise
-    return await pipeline.handle(req, _disconnect_waiter(request.receive), prepared)
+    return await pipeline.handle(req, disconnect_waiter(request.receive), prepared)
 
 
 def prepare_request(

@@ -5,12 +5,14 @@ semantic cache and its step."""
 from __future__ import annotations
 
 import logging
+import re
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
 from app.wiring.vectors import VectorBackend
-from config.settings import Settings
+from config.problems import Problem
+from config.settings import ConfigError, Settings
 from deja.cache.exact.base import ExactStore
 from deja.embedding.base import Embedder
 from deja.errors import VerifierError
@@ -44,6 +46,13 @@ def temporal_detector(settings: Settings) -> TemporalDetector | None:
     if not settings.temporal_bypass:
         return None
     return TemporalDetector(settings.temporal_extra_patterns)
+
+
+def short(text: str, width: int = 80) -> str:
+    """The first clause of a long description (the calibration's provenance is ~600 chars; the
+    whole of it is in ``GET /admin/semantic``)."""
+    head = re.split(r"[,;(]", text, maxsplit=1)[0].strip()
+    return head if len(head) <= width else head[: width - 1] + "…"
 
 
 def load_embedder(settings: Settings) -> Embedder:
@@ -119,6 +128,30 @@ def verifier_table(settings: Settings) -> tuple[Path, CalibrationTable]:
     return folder, table
 
 
+def check_targets(settings: Settings, table: CalibrationTable) -> None:
+    """Refuse a precision target the table cannot serve (``ConfigError``, named as the user
+    wrote it): above the table's highest measured target no candidate passes, so semantic
+    hits would stop without a word."""
+    low, high = table.targets
+    problems = [
+        Problem(
+            settings.written_as(name),
+            f"{value:g}",
+            f"a precision target the calibration table covers: up to {high:.2f} "
+            f"(it measured {low:.2f}-{high:.2f}; recalibrate with deja calibrate to go higher)"
+            if high >= low
+            else "none: the calibration table measured no target at all (deja calibrate)",
+        )
+        for name, value in (
+            ("semantic_precision", settings.semantic_precision),
+            ("semantic_judge_floor", settings.semantic_judge_floor),
+        )
+        if value > high and (name != "semantic_judge_floor" or settings.semantic_judge != "off")
+    ]
+    if problems:
+        raise ConfigError.of(problems)
+
+
 def open_verifier(
     stack: AsyncExitStack, settings: Settings
 ) -> tuple[Verifier | None, CalibrationTable | None]:
@@ -129,6 +162,7 @@ def open_verifier(
         return None, None
     try:
         folder, table = verifier_table(settings)
+        check_targets(settings, table)
         verifier = load_verifier(
             folder, max_tokens=table.max_tokens, threads=settings.verifier_threads
         )
@@ -142,7 +176,14 @@ def open_verifier(
         )
         return None, None
     stack.push_async_callback(verifier.close)
-    log.info("semantic verifier %s, calibrated on %s", verifier.model_id, table.fitted_on)
+    low, high = table.targets
+    log.info(
+        "semantic verifier %s: precision targets %.2f-%.2f (calibration: %s)",
+        verifier.model_id,
+        low,
+        high,
+        short(table.fitted_on),
+    )
     return verifier, table
 
 
@@ -209,6 +250,8 @@ class SemanticParts:
         """θ and the precision target, live values seeded from settings, exported as gauges."""
         thresholds = Thresholds(global_=self.theta(settings))
         thresholds.precision.global_ = settings.semantic_precision
+        if self.table is not None:
+            thresholds.precision.high = self.table.targets[1]
         metrics.threshold.set_function(lambda: thresholds.global_)
         metrics.precision_target.set_function(lambda: thresholds.precision.global_)
         return thresholds

@@ -160,6 +160,28 @@ async def test_the_overview_updates_after_traffic(console: Console, env: Env) ->
     await console.shot("overview")
 
 
+async def test_the_overview_shows_latency_errors_and_the_queue_with_whole_labels(
+    console: Console, env: Env
+) -> None:
+    await signed_in(console)
+    page = console.page
+    system = env.scope()
+    await env.ask(CACHED, system)
+    await env.next_point()
+    for panel in ("#chart-latency", "#chart-errors", "#chart-queue"):
+        await expect(page.locator(f"{panel} svg")).to_be_attached()
+    await expect(page.locator("#chart-latency [data-series=p95] circle").first).to_be_attached()
+    await expect(page.locator("#chart-queue [data-series='waiting for a slot']")).to_be_attached()
+    # Every tick label lies inside its chart: none is cut at the edge ("18:56:0").
+    clipped = await page.evaluate(
+        """() => [...document.querySelectorAll('.chart svg text.tick')].filter((t) => {
+             const box = t.getBoundingClientRect(), svg = t.ownerSVGElement.getBoundingClientRect();
+             return box.width > 0 && (box.left < svg.left - 0.5 || box.right > svg.right + 0.5);
+           }).map((t) => t.textContent)"""
+    )
+    assert clipped == []
+
+
 async def test_moving_theta_shows_the_expected_hit_rate_before_saving(
     console: Console, env: Env
 ) -> None:

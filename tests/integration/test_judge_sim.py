@@ -33,7 +33,7 @@ DIFFERENT = ("How do I sort a list in Python?", "Who wrote the play Hamlet?")
 
 @pytest.fixture
 async def upstream() -> AsyncIterator[tuple[Upstream, Metrics]]:
-    """A real ``Upstream`` over one simulated replica, built as ``app.resources`` builds it."""
+    """A real ``Upstream`` over one simulated replica, as ``app.wiring.replicas`` builds it."""
     async with AsyncExitStack() as stack:
         sims = await start_simulators(1, SimConfig(speed=0))
         stack.push_async_callback(sims.stop)

@@ -1,5 +1,5 @@
 """Shadow checks against real simulated replicas over HTTP, through a real ``Upstream`` (built as
-``app.resources.Replicas.open`` builds it) and compared with the real ONNX embedder.
+``app.wiring.replicas.Replicas.open`` builds it) and compared with the real ONNX embedder.
 
 The simulator's answer is a deterministic function of the prompt, so a cached answer that holds
 the simulator's own answer to the same request must agree, and a made-up one must disagree.

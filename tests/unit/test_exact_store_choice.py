@@ -72,7 +72,7 @@ def test_deja_serve_refuses_the_contradiction_in_one_line(
     monkeypatch.setenv("DEJA_REDIS_URL", URL)
     monkeypatch.setenv("DEJA_DATA_DIR", str(tmp_path))
     result = CliRunner().invoke(main, ["serve", "--port", "0"])
-    assert result.exit_code == 1
+    assert result.exit_code == 2  # a settings error (config.problems)
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert len(lines) == 1, result.output
     assert "DEJA_EXACT_STORE=disk" in lines[0] and "DEJA_REDIS_URL" in lines[0]

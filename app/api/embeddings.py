@@ -1,0 +1,78 @@
+"""``POST /v1/embeddings``: authentication, the tenant's rate limit, the bounded body read and
+the model check exactly as for the generation routes (:mod:`app.api.openai_routes`), then the
+embeddings path (:mod:`middleware.embeddings`)."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from app.api.openai_routes import (
+    admit_caller,
+    disconnect_waiter,
+    ensure_model,
+    header_map,
+    read_body,
+    request_id,
+)
+from app.gateway import gateway_of
+from deja.errors import DejaError
+from middleware.embeddings import EMBEDDINGS_PATH, ENDPOINT, parse_embeddings
+from middleware.errors import http_error
+from middleware.memo import NAMESPACE_HEADER
+from middleware.policy import parse_policy
+from middleware.telemetry import record_rejection
+
+__all__ = ["embeddings", "fast_routes", "routes"]
+
+
+async def embeddings(request: Request) -> Response:
+    gateway = gateway_of(request)
+    settings = gateway.settings
+    arrived = time.monotonic()
+    headers = header_map(request)
+    rid = request_id(headers.get("x-request-id"))
+    tenant_name = "-"
+    try:
+        tenant = await admit_caller(gateway, headers)
+        tenant_name = tenant.name
+        raw = await read_body(request, headers, settings.max_body_bytes)
+        policy = parse_policy(
+            headers,
+            default_ttl=tenant.ttl_seconds or settings.cache_ttl_seconds,
+            max_ttl=settings.cache_max_ttl_seconds,
+        )
+        req = parse_embeddings(
+            raw,
+            tenant=tenant.name,
+            policy=policy,
+            namespace=headers.get(NAMESPACE_HEADER, ""),
+            cache=tenant.cache is not False,
+        )
+        await ensure_model(gateway, req.model)
+    except DejaError as exc:
+        shape = http_error(exc)
+        record_rejection(
+            gateway.metrics,
+            gateway.pipeline.obs.access_log,
+            route=ENDPOINT,
+            status=shape.status,
+            reason=shape.code or shape.type,
+            tenant=tenant_name,
+            request_id=rid,
+            seconds=time.monotonic() - arrived,
+        )
+        raise
+    req = dataclasses.replace(
+        req, request_id=rid, deadline=arrived + settings.request_timeout_seconds
+    )
+    return await gateway.embeddings.handle(req, disconnect_waiter(request.receive))
+
+
+#: Served by ``middleware.asgi.DejaApp`` ahead of FastAPI, like the generation routes.
+fast_routes = {EMBEDDINGS_PATH: embeddings}
+routes = [Route(EMBEDDINGS_PATH, embeddings, methods=["POST"])]
