@@ -23,7 +23,7 @@ from deja.corpus.store.qdrant import QdrantChunkStore
 from deja.embedding.base import Embedder
 from deja.errors import DejaError, InvalidRequestError
 from deja.observability.metrics import Metrics
-from middleware.retrieve import RagSettings, RetrieveStep
+from middleware.retrieve import RetrievalPolicy, RetrieveStep
 
 log = logging.getLogger("deja.corpus")
 
@@ -93,7 +93,7 @@ def retrieve_step(
     corpus then gets 404)."""
     if corpora is None or embedder is None:
         return None
-    rag = RagSettings(
+    rag = RetrievalPolicy(
         system_prompt=settings.rag_system_prompt,
         top_k=settings.rag_top_k,
         timeout=settings.rag_retrieval_timeout_seconds,

@@ -30,6 +30,7 @@ from app.semantic_parts import SemanticParts, open_embedder, semantic_step
 from config.settings import ConfigError, Settings
 from deja.cache.exact.base import ExactStore
 from deja.cache.exact.redis import connect_redis
+from deja.cache.flightlock import FlightLock
 from deja.corpus.base import DocumentChange
 from deja.corpus.provenance import stale_answers
 from deja.corpus.service import Corpora
@@ -48,6 +49,7 @@ from deja.replicas.pool import ReplicaPool
 from deja.replicas.upstream import Upstream
 from deja.routing.prefix import PrefixConfig
 from deja.semantic.cache import SEMANTIC_ERRORS, SemanticCache
+from deja.temporal.rules import TemporalDetector
 from deja.tenancy.keyring import KeyRing
 from deja.tenancy.keywatch import KeysFile, log_change
 from deja.tenancy.ratelimit import MemoryRateLimiter, RateLimiter, RedisRateLimiter
@@ -58,9 +60,16 @@ from deja.tenancy.thresholds import (
     ThresholdStore,
     follow,
 )
+from middleware.admit import AdmitStep
+from middleware.flight import Flights, FlightStep
+from middleware.lookup import LookupStep
 from middleware.memo import RequestMemo
-from middleware.pipeline import Observability, Pipeline
-from middleware.singleflight import Flights
+from middleware.pipeline import Pipeline
+from middleware.produce import ProduceStep
+from middleware.record import Observability
+from middleware.retrieve import RetrieveStep
+from middleware.semantic import SemanticStep
+from middleware.store import StoreStep
 from middleware.tasks import BackgroundTasks
 
 log = logging.getLogger("deja")
@@ -78,6 +87,8 @@ class Gateway:
     discovery: ModelDiscovery
     exact: ExactStore | None
     semantic: SemanticCache | None
+    #: The semantic lookup (step 4) over ``semantic``, with its checks (the admin reads them).
+    semantic_step: SemanticStep | None
     pipeline: Pipeline
     keys: KeyRing
     limiter: RateLimiter
@@ -94,6 +105,20 @@ class Gateway:
     audit_trail: AuditTrail = field(default_factory=AuditTrail)
     #: The keys file, followed while serving (None in open mode).
     keys_file: KeysFile | None = None
+    #: What a generation request passes before the pipeline (built from the fields above).
+    admit_step: AdmitStep = field(init=False)
+
+    def __post_init__(self) -> None:
+        pipeline = self.pipeline
+        self.admit_step = AdmitStep(
+            self.settings,
+            self.limiter,
+            self.discovery,
+            lookup_step=pipeline.lookup_step,
+            memo=pipeline.memo,
+            record_step=pipeline.record_step,
+            retrieve_step=pipeline.produce_step.retrieve_step,
+        )
 
     @property
     def pool(self) -> ReplicaPool:
@@ -166,10 +191,11 @@ class Gateway:
         if flights is not None:
             stack.push_async_callback(flights.close)
         recent = RecentLookups()
-        pipeline = Pipeline(
+        semantic = semantic_step(settings, parts, thresholds, metrics, background, recent)
+        pipeline = assemble_pipeline(
             exact=exact,
             upstream=replicas.upstream,
-            semantic=semantic_step(settings, parts, thresholds, metrics, background, recent),
+            semantic=semantic,
             temporal=temporal_detector(settings),
             prefix=prefix,
             observability=Observability(metrics, tracing, access_log),
@@ -185,6 +211,7 @@ class Gateway:
             discovery=replicas.discovery,
             exact=exact,
             semantic=parts.cache,
+            semantic_step=semantic,
             pipeline=pipeline,
             keys=keys,
             keys_file=keys_file,
@@ -312,6 +339,42 @@ class Gateway:
                 if self.semantic is not None:
                     self.metrics.entries.labels("semantic").set(await self.semantic.store.count())
             await asyncio.sleep(ENTRY_GAUGE_SECONDS)
+
+
+def assemble_pipeline(
+    *,
+    exact: ExactStore | None,
+    upstream: Upstream,
+    semantic: SemanticStep | None,
+    temporal: TemporalDetector | None,
+    prefix: PrefixConfig,
+    observability: Observability,
+    background: BackgroundTasks,
+    flights: Flights | None,
+    flight_lock: FlightLock | None,
+    retrieve: RetrieveStep | None,
+    memo: RequestMemo,
+) -> Pipeline:
+    """The request path's steps, each handed the parts below it (``middleware.pipeline``)."""
+    metrics, tracing = observability.metrics, observability.tracing
+    lookup_step = LookupStep(exact, metrics, tracing, semantic_step=semantic, temporal=temporal)
+    store_step = None
+    if exact is not None:
+        store_step = StoreStep(exact, metrics, tracing, background, semantic)
+    produce_step = ProduceStep(
+        upstream, metrics, tracing, prefix=prefix, retrieve_step=retrieve, store_step=store_step
+    )
+    flight_step = None
+    if flights is not None and exact is not None:
+        flight_step = FlightStep(produce_step, flights, exact, metrics, flight_lock)
+    return Pipeline(
+        lookup_step,
+        produce_step,
+        observability=observability,
+        flight_step=flight_step,
+        background=background,
+        memo=memo,
+    )
 
 
 def gateway_of(request: Request) -> Gateway:

@@ -15,7 +15,6 @@ import aiohttp
 import orjson
 import pytest
 
-from app.api.validation import validate
 from deja.cache.entry import CachedAnswer, answer_from_json
 from deja.cache.exact.memory import MemoryExactStore
 from deja.cache.keys import Endpoint
@@ -30,6 +29,7 @@ from deja.semantic.shadow import ShadowChecks
 from deja.sim.config import SimConfig
 from deja.sim.runner import start_simulators
 from middleware.tasks import BackgroundTasks
+from middleware.validate import validate
 from tests.support import MODEL_DIR, SIM_MODEL
 
 pytestmark = pytest.mark.integration
