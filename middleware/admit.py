@@ -97,10 +97,11 @@ def disconnect_waiter(receive: Receive) -> Disconnected:
     return wait
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Admitted:
     """A request the pipeline may run: validated, with this request's id and deadline, what
-    the lookup derived from its bytes, and how to tell that its client left."""
+    the lookup derived from its bytes, and how to tell that its client left. Treat it as
+    immutable; not ``frozen``, whose ``__init__`` costs ~2 µs more on every request."""
 
     req: GatewayRequest
     prepared: Prepared

@@ -39,14 +39,6 @@ async def gateway(make_gateway: Any, sims: SimCluster) -> AsyncIterator[Any]:
         yield app.state.gateway
 
 
-def test_a_miss_is_storable_only_with_an_entry_id_and_a_writing_policy() -> None:
-    writes, no_store = request("q"), request("q", write=False)
-    assert Lookup.miss(Outcome.MISS, "e", writes).storable
-    assert not Lookup.miss(Outcome.MISS, "e", no_store).storable
-    assert not Lookup.miss(Outcome.MISS, None, writes).storable
-    assert not Lookup(Outcome.BYPASS, None, bypass="temporal").storable
-
-
 async def test_a_json_call_is_produced_at_once_counted_and_stored(gateway: Any) -> None:
     produce: ProduceStep = gateway.pipeline.produce_step
     req, entry = request(f"what is {uuid.uuid4()}?"), f"entry-{uuid.uuid4()}"
