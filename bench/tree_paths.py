@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import cProfile
 import json
 import os
+import pstats
 import statistics
 import subprocess
 import sys
@@ -84,8 +86,10 @@ async def one(app: Any, raw: bytes, request_scope: dict[str, Any]) -> list[dict[
     return sent
 
 
-async def worker(path: str, requests: int, rounds: int) -> list[float]:
-    """Thread CPU µs per request on ``path``, per round (this process's tree)."""
+async def worker(path: str, requests: int, rounds: int, calls: bool = False) -> list[float]:
+    """Thread CPU µs per request on ``path``, per round (this process's tree); with ``calls``,
+    the Python function calls per request instead (cProfile's count: the same on a busy
+    machine as on an idle one)."""
     from app.main import create_app
     from config.settings import Settings
     from deja.sim.config import SimConfig
@@ -117,19 +121,27 @@ async def worker(path: str, requests: int, rounds: int) -> list[float]:
                     await one(app, raw, request_scope)
                 found = []
                 for _ in range(rounds):
+                    profile = cProfile.Profile() if calls else None
                     started = time.thread_time()
+                    if profile is not None:
+                        profile.enable()
                     for _ in range(requests):
                         await one(app, raw, request_scope)
-                    found.append((time.thread_time() - started) / requests * 1e6)
+                    if profile is not None:
+                        profile.disable()
+                        counted = pstats.Stats(profile).stats.values()  # type: ignore[attr-defined]
+                        found.append(sum(entry[1] for entry in counted) / requests)
+                    else:
+                        found.append((time.thread_time() - started) / requests * 1e6)
     finally:
         sink.close()
         await sims.stop()
     return found
 
 
-def run_worker(tree: Path, path: str, requests: int, rounds: int) -> list[float]:
+def run_worker(tree: Path, path: str, requests: int, rounds: int, calls: bool) -> list[float]:
     cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", path, "--tree", str(tree)]
-    cmd += ["--requests", str(requests), "--rounds", str(rounds)]
+    cmd += ["--requests", str(requests), "--rounds", str(rounds)] + (["--calls"] if calls else [])
     done = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=1800)
     if done.returncode != 0:
         raise SystemExit(f"worker {path} on {tree} failed:\n{done.stderr[-2000:]}")
@@ -145,32 +157,47 @@ def main() -> int:
     parser.add_argument("--requests", type=int, default=1500, help="requests per round (1500)")
     parser.add_argument("--rounds", type=int, default=4, help="rounds per worker (4)")
     parser.add_argument("--passes", type=int, default=2, help="workers per tree and path (2)")
+    parser.add_argument(
+        "--miss-requests",
+        type=int,
+        default=300,
+        help="requests per round on the miss paths (300: each waits for the simulator)",
+    )
+    parser.add_argument("--paths", nargs="+", choices=PATHS, default=list(PATHS))
+    parser.add_argument(
+        "--calls",
+        action="store_true",
+        help="count Python function calls per request (cProfile) instead of CPU time",
+    )
     args = parser.parse_args()
     if args.worker is not None:
         sys.path.insert(0, str(args.tree.resolve()))
         import logging
 
         logging.disable(logging.WARNING)
-        print(json.dumps(asyncio.run(worker(args.worker, args.requests, args.rounds))))
+        rounds = asyncio.run(worker(args.worker, args.requests, args.rounds, args.calls))
+        print(json.dumps(rounds))
         return 0
     if args.base is None:
         parser.error("--base is required")
     trees = {"before": args.base.resolve(), "after": args.tree.resolve()}
     found: dict[tuple[str, str], list[float]] = {}
-    for path in PATHS:
+    for path in args.paths:
+        requests = args.requests if path == "exact" else args.miss_requests
         for index in range(args.passes):
             order = ["before", "after"] if index % 2 == 0 else ["after", "before"]
             for label in order:
-                rounds = run_worker(trees[label], path, args.requests, args.rounds)
+                rounds = run_worker(trees[label], path, requests, args.rounds, args.calls)
                 found.setdefault((path, label), []).extend(rounds)
                 print(f"  {path:6} {label:6} " + ", ".join(f"{r:.1f}" for r in rounds), flush=True)
-    print("\nthread CPU us per request, in-process (the replica is SIMULATED, in-process)")
+    unit = "Python function calls" if args.calls else "thread CPU us"
+    print(f"\n{unit} per request, in-process (the replica is SIMULATED, in-process)")
     print(
         f"{'path':8} {'before best':>12} {'after best':>11} {'ratio':>7} {'before med':>11} "
         f"{'after med':>10} {'ratio':>7}"
     )
     table = []
-    for path in PATHS:
+    for path in args.paths:
         before, after = found[(path, "before")], found[(path, "after")]
         b_best, a_best = min(before), min(after)
         b_med, a_med = statistics.median(before), statistics.median(after)
@@ -179,7 +206,7 @@ def main() -> int:
             f"{a_med:10.1f} {a_med / b_med:7.3f}"
         )
         table.append({"path": path, "before": before, "after": after})
-    out = BENCH_DIR / "results" / "tree_paths.json"
+    out = BENCH_DIR / "results" / ("tree_paths_calls.json" if args.calls else "tree_paths.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(table, indent=2) + "\n")
     return 0

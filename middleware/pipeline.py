@@ -113,7 +113,7 @@ class Pipeline:
             yield stream_error_event(exc, req.request_id)
         finally:
             self.record_step.observe(
-                req, reply.lookup, started, replica=reply.replica, produced=reply.produced
+                req, reply.lookup, started, replica=reply.replica, produced=reply.record()
             )
 
     def replay(self, req: GatewayRequest, lookup: Lookup) -> Response:

@@ -95,8 +95,8 @@ class Call:
 class Reply:
     """A miss's answer for one client, as the pipeline turns it into a response: the lookup to
     record it under (``coalesced`` for a follower), where it went, its headers, and either a
-    complete ``body`` or a ``stream``. ``produced`` is the call's record, set by the stream
-    when it ends (None for a follower that replayed another process's answer)."""
+    complete ``body`` or a ``stream``. :meth:`record` is the call's ``Produced`` record once
+    the stream has ended (None for a follower that replayed another process's answer)."""
 
     lookup: Lookup
     replica: str | None
@@ -105,6 +105,14 @@ class Reply:
     body: bytes = b""
     stream: AsyncGenerator[bytes, None] | None = None
     produced: Produced | None = None
+    #: The direct call this reply streams as it is (its record is complete when the stream is).
+    call: Call | None = None
+
+    def record(self) -> Produced | None:
+        """What the replica call produced, as far as it is known now."""
+        if self.produced is None and self.call is not None:
+            return self.call.produced
+        return self.produced
 
 
 def with_usage_requested(body: dict[str, Any]) -> bytes:
@@ -143,20 +151,21 @@ class ProduceStep:
         if produced is not None:
             body = produced.body if produced.body is not None else b""
             return Reply(lookup, head.replica, head.headers, body=body, produced=produced)
+        if not head.hide_usage:  # the replica's bytes as they are: no generator in between
+            return Reply(lookup, head.replica, head.headers, SSE, stream=call.chunks(), call=call)
         reply = Reply(lookup, head.replica, head.headers, SSE)
         reply.stream = self.relayed(call, reply)
         return reply
 
     async def relayed(self, call: Call, reply: Reply) -> AsyncGenerator[bytes, None]:
-        """The stream as this client gets it: the replica's bytes as they arrive, without the
-        usage event when the gateway asked for it on the client's behalf."""
-        framer = Framer() if call.head.hide_usage else None
+        """The stream as this client gets it when the gateway asked the replica for a usage
+        event on the client's behalf: the replica's bytes as they arrive, without that event."""
+        framer = Framer()
         async with aclosing(call.chunks()) as chunks:
             async for chunk in chunks:
-                if framer is not None and not (chunk := without_usage(framer.feed(chunk))):
-                    continue
-                yield chunk
-        if framer is not None and (rest := framer.flush()):
+                if block := without_usage(framer.feed(chunk)):
+                    yield block
+        if rest := framer.flush():
             yield rest
         reply.produced = call.produced
 
