@@ -46,12 +46,17 @@ from deja.upstream.health import HealthMonitor
 from deja.upstream.pool import ReplicaPool
 from deja.upstream.prefix import PrefixConfig
 from deja.upstream.upstream import Upstream
+from middleware.admit import AdmitStep
 from middleware.embeddings import Embeddings
+from middleware.flight import Flights, FlightStep
+from middleware.lookup import LookupStep
 from middleware.memo import RequestMemo
-from middleware.pipeline import Observability, Pipeline
+from middleware.pipeline import Pipeline
+from middleware.produce import ProduceStep
+from middleware.record import Observability
 from middleware.retrieve import RetrieveStep
 from middleware.semantic import SemanticStep
-from middleware.singleflight import Flights
+from middleware.store import StoreStep
 from middleware.tasks import BackgroundTasks
 
 log = logging.getLogger("deja")
@@ -69,6 +74,8 @@ class Gateway:
     discovery: ModelDiscovery
     exact: ExactStore | None
     semantic: SemanticCache | None
+    #: The semantic lookup (step 4) over ``semantic``, with its checks (the admin reads them).
+    semantic_step: SemanticStep | None
     pipeline: Pipeline
     keys: KeyRing
     limiter: RateLimiter
@@ -85,8 +92,20 @@ class Gateway:
     audit_trail: AuditTrail = field(default_factory=AuditTrail)
     #: The keys file, followed while serving (None in open mode).
     keys_file: KeysFile | None = None
+    #: What a generation request passes before the pipeline (built from the fields above).
+    admit_step: AdmitStep = field(init=False)
 
     def __post_init__(self) -> None:
+        pipeline = self.pipeline
+        self.admit_step = AdmitStep(
+            self.settings,
+            self.limiter,
+            self.discovery,
+            lookup_step=pipeline.lookup_step,
+            memo=pipeline.memo,
+            record_step=pipeline.record_step,
+            retrieve_step=pipeline.produce_step.retrieve_step,
+        )
         if self.corpora is not None:  # a document change invalidates the answers built on it
             self.corpora.on_change = self.on_corpus_change
             self.corpora.on_preview = self.preview_corpus_change
@@ -94,8 +113,10 @@ class Gateway:
     @functools.cached_property
     def embeddings(self) -> Embeddings:
         """The ``/v1/embeddings`` path, on the pipeline's exact store, upstream and telemetry."""
-        p = self.pipeline
-        return Embeddings(p.exact, p.upstream, p.metrics, p.obs.access_log, p.background, p.stats)
+        obs = self.pipeline.obs
+        return Embeddings(
+            self.exact, self.upstream, self.metrics, obs.access_log, self.background, obs.stats
+        )
 
     @property
     def pool(self) -> ReplicaPool:
@@ -153,10 +174,11 @@ class Gateway:
         background = BackgroundTasks()
         stack.push_async_callback(background.drain)  # pending stores finish before closing
         recent = RecentLookups()
+        semantic = semantic_step(settings, parts, thresholds, metrics, background, recent)
         pipeline = await _pipeline(
             stack,
             settings,
-            semantic=semantic_step(settings, parts, thresholds, metrics, background, recent),
+            semantic=semantic,
             observability=Observability(
                 metrics, tracing, AccessLog(access_sink) if settings.access_log else None
             ),
@@ -171,6 +193,7 @@ class Gateway:
             discovery=replicas.discovery,
             exact=exact,
             semantic=parts.cache,
+            semantic_step=semantic,
             pipeline=pipeline,
             keys=keys,
             keys_file=keys_file,
@@ -323,19 +346,29 @@ async def _pipeline(
     flights = Flights() if settings.single_flight and exact is not None else None
     if flights is not None:
         stack.push_async_callback(flights.close)
+    lock = await flight_lock(stack, settings) if flights is not None else None
+    metrics, tracing = observability.metrics, observability.tracing
+    lookup_step = LookupStep(
+        exact, metrics, tracing, semantic_step=semantic, temporal=temporal_detector(settings)
+    )
+    store_step = None
+    if exact is not None:
+        store_step = StoreStep(exact, metrics, tracing, background, semantic)
+    prefix = PrefixConfig(
+        settings.prefix_mode, settings.prefix_block_size, settings.prefix_max_blocks
+    )
+    produce_step = ProduceStep(
+        upstream, metrics, tracing, prefix=prefix, retrieve_step=retrieve, store_step=store_step
+    )
+    flight_step = None
+    if flights is not None and exact is not None:
+        flight_step = FlightStep(produce_step, flights, exact, metrics, lock)
     return Pipeline(
-        exact=exact,
-        upstream=upstream,
-        semantic=semantic,
-        temporal=temporal_detector(settings),
-        prefix=PrefixConfig(
-            settings.prefix_mode, settings.prefix_block_size, settings.prefix_max_blocks
-        ),
+        lookup_step,
+        produce_step,
         observability=observability,
+        flight_step=flight_step,
         background=background,
-        flights=flights,
-        flight_lock=await flight_lock(stack, settings) if flights is not None else None,
-        retrieve=retrieve,
         memo=RequestMemo(settings.request_memo_entries),
     )
 

@@ -38,6 +38,7 @@ from deja.errors import (
     UpstreamUnreachableError,
 )
 from middleware.responses import JSON, prebuilt
+from middleware.sse import DONE, encode
 
 log = logging.getLogger("deja.api")
 
@@ -166,4 +167,4 @@ def stream_error_event(exc: DejaError, request_id: str) -> bytes:
             "code": http_error(exc).code or "upstream_error",
         }
     }
-    return b"data: " + orjson.dumps(error) + b"\n\ndata: [DONE]\n\n"
+    return encode(error) + DONE

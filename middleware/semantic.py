@@ -116,7 +116,7 @@ class SemanticStep:
         if lookup.outcome is Outcome.BYPASS or not ranked:
             return lookup
         result = await self.decide(req, lookup, query, ranked)
-        self.observe(req, query, ranked[0], result.outcome is Outcome.SEMANTIC)
+        self.sample(req, query, ranked[0], result.outcome is Outcome.SEMANTIC)
         return result
 
     async def candidates(
@@ -142,7 +142,7 @@ class SemanticStep:
         floor = max(theta, req.policy.min_similarity or 0.0)
         kept = [p for p in points if p.score >= floor]
         if not kept:
-            self.observe(req, query, Scored(points[0], None) if points else None, False, floor)
+            self.sample(req, query, Scored(points[0], None) if points else None, False, floor)
         verifier, table = self.checks.verifier, self.checks.table
         if not kept or verifier is None or table is None:
             return lookup, [Scored(p, None) for p in kept]
@@ -230,7 +230,7 @@ class SemanticStep:
             verifier_score=cand.score,
         )
 
-    def observe(
+    def sample(
         self,
         req: GatewayRequest,
         query: SemanticQuery,

@@ -23,13 +23,13 @@ from starlette.responses import Response
 
 from app.api.admin import Admin, audit
 from app.api.json import json_response
-from app.api.openai_routes import header_map, read_body
 from app.gateway import Gateway
 from deja.corpus.names import check_corpus_name, check_document_id, check_metadata
 from deja.corpus.reports import SourceFile
 from deja.corpus.service import Corpora
 from deja.errors import InvalidRequestError, NotFoundError
 from deja.tenancy.keyring import DEFAULT_TENANT
+from middleware.admit import header_map, read_body
 
 router = APIRouter(prefix="/admin")
 

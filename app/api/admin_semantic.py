@@ -17,7 +17,7 @@ router = APIRouter(prefix="/admin")
 @router.get("/semantic")
 async def semantic_settings(gateway: Admin) -> Response:
     settings = gateway.settings
-    step = gateway.pipeline.semantic
+    step = gateway.semantic_step
     report: dict[str, Any] = {
         "enabled": step is not None,
         "precision": gateway.thresholds.precision.as_json(),

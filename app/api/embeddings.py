@@ -1,5 +1,5 @@
 """``POST /v1/embeddings``: authentication, the tenant's rate limit, the bounded body read and
-the model check exactly as for the generation routes (:mod:`app.api.openai_routes`), then the
+the model check exactly as for the generation routes (:class:`middleware.admit.AdmitStep`), then the
 embeddings path (:mod:`middleware.embeddings`)."""
 
 from __future__ import annotations
@@ -11,21 +11,12 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from app.api.openai_routes import (
-    admit_caller,
-    disconnect_waiter,
-    ensure_model,
-    header_map,
-    read_body,
-    request_id,
-)
 from app.gateway import gateway_of
 from deja.errors import DejaError
+from middleware.admit import disconnect_waiter, header_map, read_body, request_id
 from middleware.embeddings import EMBEDDINGS_PATH, ENDPOINT, parse_embeddings
-from middleware.errors import http_error
 from middleware.memo import NAMESPACE_HEADER
 from middleware.policy import parse_policy
-from middleware.telemetry import record_rejection
 
 __all__ = ["embeddings", "fast_routes", "routes"]
 
@@ -38,7 +29,7 @@ async def embeddings(request: Request) -> Response:
     rid = request_id(headers.get("x-request-id"))
     tenant_name = "-"
     try:
-        tenant = await admit_caller(gateway, headers)
+        tenant = await gateway.admit_step.caller(gateway.keys, headers)
         tenant_name = tenant.name
         raw = await read_body(request, headers, settings.max_body_bytes)
         policy = parse_policy(
@@ -53,15 +44,11 @@ async def embeddings(request: Request) -> Response:
             namespace=headers.get(NAMESPACE_HEADER, ""),
             cache=tenant.cache is not False,
         )
-        await ensure_model(gateway, req.model)
+        await gateway.admit_step.check_model(req.model)
     except DejaError as exc:
-        shape = http_error(exc)
-        record_rejection(
-            gateway.metrics,
-            gateway.pipeline.obs.access_log,
+        gateway.pipeline.record_step.rejected(
+            exc,
             route=ENDPOINT,
-            status=shape.status,
-            reason=shape.code or shape.type,
             tenant=tenant_name,
             request_id=rid,
             seconds=time.monotonic() - arrived,

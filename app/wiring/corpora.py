@@ -18,7 +18,7 @@ from deja.corpus.service import Corpora, CorpusSettings
 from deja.embedding.base import Embedder
 from deja.errors import DejaError, InvalidRequestError
 from deja.observability.metrics import Metrics
-from middleware.retrieve import RagSettings, RetrieveStep
+from middleware.retrieve import RetrievalPolicy, RetrieveStep
 
 log = logging.getLogger("deja.corpus")
 
@@ -81,7 +81,7 @@ def retrieve_step(
     corpus then gets 404)."""
     if corpora is None or embedder is None:
         return None
-    rag = RagSettings(
+    rag = RetrievalPolicy(
         system_prompt=settings.rag_system_prompt,
         top_k=settings.rag_top_k,
         timeout=settings.rag_retrieval_timeout_seconds,

@@ -15,7 +15,6 @@ import aiohttp
 import orjson
 import pytest
 
-from app.api.validation import validate
 from deja.cache.entry import CachedAnswer, answer_from_json
 from deja.cache.exact.memory import MemoryExactStore
 from deja.cache.keys import Endpoint
@@ -28,6 +27,7 @@ from deja.upstream.pool import ReplicaPool
 from deja.upstream.router import Router
 from deja.upstream.upstream import Upstream, build_session
 from middleware.tasks import BackgroundTasks
+from middleware.validate import validate
 from sim.config import SimConfig
 from sim.runner import start_simulators
 from tests.support import MODEL_DIR, SIM_MODEL

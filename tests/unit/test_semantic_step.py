@@ -12,7 +12,6 @@ from typing import Any
 import orjson
 import pytest
 
-from app.api.validation import validate
 from deja.cache.entry import CachedAnswer
 from deja.errors import VerifierError
 from deja.observability.lookups import RecentLookups
@@ -23,6 +22,7 @@ from deja.semantic.index import ScoredPoint
 from deja.tenancy.thresholds import Thresholds
 from middleware.lookup import Lookup
 from middleware.semantic import Checks, SemanticSettings, SemanticStep
+from middleware.validate import validate
 
 TABLE = parse_table(
     {

@@ -7,7 +7,6 @@ from typing import Any
 import orjson
 import pytest
 
-from app.api.validation import validate
 from deja.errors import (
     BodyReadTimeoutError,
     BodyTooLargeError,
@@ -23,6 +22,7 @@ from deja.errors import (
 )
 from deja.request import CachePolicy
 from middleware.errors import error_response
+from middleware.validate import validate
 
 POLICY = CachePolicy()
 CHAT = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}

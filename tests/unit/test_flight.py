@@ -1,32 +1,28 @@
-"""Single-flight without I/O: joining, fan-out of a stream as it arrives, failure and retry,
-cancellation when the last consumer leaves, and the follower's re-stamped events."""
+"""Single-flight's table without I/O: joining, fan-out of a stream as it arrives, failure and
+retry, cancellation when the last consumer leaves (re-stamping is in test_sse.py)."""
 
 from __future__ import annotations
 
 import asyncio
 
-import orjson
 import pytest
 
 from deja.errors import UpstreamClientError, UpstreamServerError
-from middleware.singleflight import Flight, FlightFailed, Flights, Opened, Restamp
-
-
-def event(payload: dict[str, object]) -> bytes:
-    return b"data: " + orjson.dumps(payload) + b"\n\n"
+from middleware.flight import Flight, FlightFailed, Flights
+from middleware.produce import Head, Produced
 
 
 async def test_the_first_leads_the_rest_follow_until_it_ends() -> None:
     flights = Flights()
     leader, leads = flights.join("k")
     follower, follows = flights.join("k")
-    assert leads and not follows and follower is leader and flights.coalesced == 1
+    assert leads and not follows and follower is leader
     other, leads_other = flights.join("other")
     assert leads_other and other is not leader
 
     async def produce() -> None:
-        leader.open(Opened("r1", {}))
-        leader.finish(None, b"{}")
+        leader.open(Head("r1", {}))
+        leader.finish(Produced("r1", None, b"{}", None))
 
     flights.start(leader, produce())
     await leader.wait_done()
@@ -98,7 +94,7 @@ async def test_a_consumer_leaving_while_another_waits_keeps_the_producer() -> No
 
     async def produce() -> None:
         await go.wait()
-        flight.finish(None, b"done")
+        flight.finish(Produced("r", None, b"done", None))
 
     flights.start(flight, produce())
     flight.consumers = 2
@@ -106,20 +102,4 @@ async def test_a_consumer_leaving_while_another_waits_keeps_the_producer() -> No
     go.set()
     await flight.wait_done()
     flights.leave(flight)
-    assert flight.body == b"done"
-
-
-def test_restamp_gives_each_follower_its_own_id_and_hides_usage() -> None:
-    stream = (
-        event({"id": "chatcmpl-1", "created": 1, "choices": [{"delta": {"content": "hi"}}]})
-        + event({"id": "chatcmpl-1", "created": 1, "choices": [], "usage": {"total_tokens": 3}})
-        + b"data: [DONE]\n\n"
-    )
-    one, two = Restamp("chat", include_usage=False), Restamp("chat", include_usage=True)
-    # fed in awkward pieces: events are only emitted whole
-    out_one = b"".join(one.feed(stream[i : i + 7]) for i in range(0, len(stream), 7))
-    out_two = two.feed(stream)
-    first = orjson.loads(out_one.split(b"\n\n")[0][6:])
-    assert first["id"] == one.id != "chatcmpl-1" and first["choices"][0]["delta"]["content"] == "hi"
-    assert b"usage" not in out_one and out_one.endswith(b"data: [DONE]\n\n")
-    assert b"usage" in out_two and one.id != two.id
+    assert flight.produced is not None and flight.produced.body == b"done"

@@ -1,4 +1,5 @@
-"""Request validation: enough to fail clearly (400 with ``param``), never more.
+"""Request validation, part of admission (``middleware.admit``): enough to fail clearly (400
+with ``param``), never more.
 
 Unknown fields are not rejected: they travel to the replica untouched. Ranges are left to the
 replica, whose own 400 is passed through.
@@ -13,12 +14,11 @@ from typing import Any
 import orjson
 
 from deja.cache.keys import Endpoint
+from deja.corpus.names import CORPUS_NAME
 from deja.errors import InvalidRequestError
 from deja.request import CachePolicy, GatewayRequest, RagOnFailure
 
 _NUMBER = (int, float)
-#: A corpus name: what ``deja corpus ingest --corpus`` accepts.
-CORPUS_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _CHAT_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
 
 # field -> (accepted python types, human description); None is always accepted.
@@ -145,14 +145,56 @@ def validate(
     header's or the tenant's corpus; ``model_corpus`` the per-model defaults after it, then
     ``default_corpus``."""
     body = parse_json(raw)
+    model = _check_model(body)
+    _check_types(endpoint, body)
+    cacheable = _check_choices(endpoint, body)
+    stream = bool(body.get("stream"))
+    options = body.get("stream_options") or {}
+    if corpus is None:
+        corpus = (model_corpus or {}).get(model, default_corpus)
+    corpus = _check_corpus(corpus, endpoint)
+    return GatewayRequest(
+        endpoint=endpoint,
+        body=body,
+        raw=raw,
+        model=model,
+        stream=stream,
+        include_usage=stream and bool(options.get("include_usage")),
+        cacheable=cacheable,
+        tenant=tenant,
+        policy=policy,
+        prefix_override=_check_header(prefix_override, "X-Prefix-Hash", 128),
+        namespace=_check_namespace(namespace),
+        cache=cache,
+        tenant_threshold=tenant_threshold,
+        request_id=request_id,
+        corpus=corpus,
+        context_id=_check_header(context_id, "X-Deja-Context-Id", 256),
+        rag_on_failure=rag_on_failure,
+        corpus_filter=_parse_corpus_filter(corpus_filter, corpus),
+        deadline=deadline,
+    )
+
+
+def _check_model(body: Mapping[str, Any]) -> str:
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise InvalidRequestError("you must provide a model parameter", param="model")
+    return model
+
+
+def _check_types(endpoint: Endpoint, body: Mapping[str, Any]) -> None:
+    """The types of the fields the request names (a handful: those, not the whole table)."""
     specific = _CHAT_TYPES if endpoint == "chat" else _COMPLETION_TYPES
-    for name in body:  # a request names a handful of fields: check those, not the whole table
+    for name in body:
         spec = _COMMON_TYPES.get(name) or specific.get(name)
         if spec is not None:
             _check_type(body, name, *spec)
+
+
+def _check_choices(endpoint: Endpoint, body: Mapping[str, Any]) -> bool:
+    """Check ``n`` and the messages or prompt; whether the answer may be cached (one choice
+    for one prompt, no log-probabilities)."""
     n = body.get("n")
     n = 1 if n is None else n
     if n < 1:
@@ -166,32 +208,7 @@ def validate(
             raise InvalidRequestError("you must provide a prompt parameter", param="prompt")
         prompts = _prompt_count(body["prompt"])
         wants_logprobs = body.get("logprobs") is not None or bool(body.get("echo"))
-    stream = bool(body.get("stream"))
-    options = body.get("stream_options") or {}
-    if corpus is None:
-        corpus = (model_corpus or {}).get(model, default_corpus)
-    corpus = _check_corpus(corpus, endpoint)
-    return GatewayRequest(
-        endpoint=endpoint,
-        body=body,
-        raw=raw,
-        model=model,
-        stream=stream,
-        include_usage=stream and bool(options.get("include_usage")),
-        cacheable=n == 1 and prompts == 1 and not wants_logprobs,
-        tenant=tenant,
-        policy=policy,
-        prefix_override=_check_prefix_header(prefix_override),
-        namespace=_check_namespace(namespace),
-        cache=cache,
-        tenant_threshold=tenant_threshold,
-        request_id=request_id,
-        corpus=corpus,
-        context_id=_check_context_id(context_id),
-        rag_on_failure=rag_on_failure,
-        corpus_filter=_parse_corpus_filter(corpus_filter, corpus),
-        deadline=deadline,
-    )
+    return n == 1 and prompts == 1 and not wants_logprobs
 
 
 def _check_namespace(value: str) -> str:
@@ -203,14 +220,14 @@ def _check_namespace(value: str) -> str:
     return value
 
 
-def _check_prefix_header(value: str | None) -> str | None:
+def _check_header(value: str | None, header: str, limit: int) -> str | None:
+    """A free-form header value (``X-Prefix-Hash``, ``X-Deja-Context-Id``): 1 to ``limit``
+    printable characters once stripped; None when the header is absent."""
     if value is None:
         return None
     value = value.strip()
-    if not value or len(value) > 128 or not value.isprintable():
-        raise InvalidRequestError(
-            "X-Prefix-Hash must be 1-128 printable characters.", param="X-Prefix-Hash"
-        )
+    if not value or len(value) > limit or not value.isprintable():
+        raise InvalidRequestError(f"{header} must be 1-{limit} printable characters.", param=header)
     return value
 
 
@@ -227,17 +244,6 @@ def _check_corpus(value: str | None, endpoint: Endpoint) -> str | None:
         raise InvalidRequestError(
             "Retrieval (X-Deja-Corpus) applies to /v1/chat/completions only.",
             param="X-Deja-Corpus",
-        )
-    return value
-
-
-def _check_context_id(value: str | None) -> str | None:
-    if value is None:
-        return None
-    value = value.strip()
-    if not value or len(value) > 256 or not value.isprintable():
-        raise InvalidRequestError(
-            "X-Deja-Context-Id must be 1-256 printable characters.", param="X-Deja-Context-Id"
         )
     return value
 
