@@ -13,7 +13,7 @@ from qdrant_client import AsyncQdrantClient
 
 from app.semantic_parts import QDRANT_LOCAL_MEMORY
 from config.settings import Settings
-from deja.corpus.files import collect, content_type_for
+from deja.corpus.files import collect, content_type_for, read_document
 from deja.corpus.names import check_corpus_name
 from deja.corpus.reports import FileReport, SourceFile
 from deja.corpus.service import Corpora, CorpusSettings
@@ -102,18 +102,21 @@ def retrieve_step(
     return RetrieveStep(corpora, embedder.embed, rag, metrics)
 
 
-def read_files(paths: list[str], root: Path) -> list[SourceFile]:
-    """The files under ``paths`` as ``SourceFile``s (paths missing are logged and skipped)."""
+def read_files(paths: list[str], root: Path, follow_symlinks: bool = False) -> list[SourceFile]:
+    """The files under ``paths`` as ``SourceFile``s (paths missing, links out of the tree and
+    names that are not UTF-8 are logged and skipped)."""
     files: list[SourceFile] = []
     for path in paths:
         try:
-            found = collect([Path(path)], root)
+            found = collect([Path(path)], root, follow_symlinks=follow_symlinks)
         except FileNotFoundError as exc:
             log.warning("corpus preload: %s", exc)
             continue
-        for document, file in found:
+        for name, reason in found.refused:
+            log.warning("corpus preload: refused %s: %s", name, reason)
+        for document, file in found.files:
             try:
-                data = file.read_bytes()
+                data = read_document(file, follow_symlinks=follow_symlinks)
             except OSError as exc:
                 log.warning("corpus preload: cannot read %s: %s", file, exc.strerror or exc)
                 continue
@@ -134,7 +137,8 @@ async def preload(corpora: Corpora, settings: Settings, root: Path | None = None
         except InvalidRequestError as exc:
             log.error("corpus preload: %s", exc.message)
             continue
-        files = await asyncio.to_thread(read_files, paths, base)
+        follow = settings.corpus_preload_follow_symlinks
+        files = await asyncio.to_thread(read_files, paths, base, follow)
         log.info("corpus preload: %s <- %d file(s) from %s", name, len(files), ", ".join(paths))
         done = 0
 

@@ -51,6 +51,12 @@ class RagSettings(BaseModel):
         "'name=path,path;name2=path' in the environment, a mapping of name to paths in YAML. "
         "Idempotent: unchanged files are skipped, so a restart is fast.",
     )
+    corpus_preload_follow_symlinks: bool = Field(
+        False,
+        description="Let the preload read what symbolic links point to outside the paths named "
+        "(off: such links are refused and logged, so a link to /etc/passwd never reaches a "
+        "prompt).",
+    )
     corpus_preload_tenant: str = Field(
         "default", min_length=1, description="The tenant that owns the preloaded corpora."
     )
