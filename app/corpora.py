@@ -20,6 +20,7 @@ from deja.corpus.service import Corpora, CorpusSettings
 from deja.corpus.store.base import ChunkStore, corpus_collection
 from deja.corpus.store.edge import EdgeChunkStore
 from deja.corpus.store.qdrant import QdrantChunkStore
+from deja.diskspace import DiskSpace
 from deja.embedding.base import Embedder
 from deja.errors import DejaError, InvalidRequestError
 from deja.observability.metrics import Metrics
@@ -39,7 +40,10 @@ def corpus_settings(settings: Settings) -> CorpusSettings:
 
 
 def chunk_store(
-    settings: Settings, embedder: Embedder, client: AsyncQdrantClient | None = None
+    settings: Settings,
+    embedder: Embedder,
+    client: AsyncQdrantClient | None = None,
+    space: DiskSpace | None = None,
 ) -> ChunkStore:
     """Qdrant Edge under data_dir, or the Qdrant server of ``DEJA_QDRANT_URL`` (or ``client``,
     e.g. qdrant-client's local mode), in a collection apart from the cache's."""
@@ -58,11 +62,15 @@ def chunk_store(
             api_key=key,
             timeout=timeout,
         )
-    return EdgeChunkStore(settings.data_dir, collection=collection, dim=embedder.dim)
+    return EdgeChunkStore(settings.data_dir, collection=collection, dim=embedder.dim, space=space)
 
 
 async def open_corpora(
-    stack: AsyncExitStack, settings: Settings, embedder: Embedder | None, metrics: Metrics
+    stack: AsyncExitStack,
+    settings: Settings,
+    embedder: Embedder | None,
+    metrics: Metrics,
+    space: DiskSpace | None = None,
 ) -> Corpora | None:
     """The corpora with their store open and the corpus list read; None when turned off."""
     if not settings.corpora_enabled or embedder is None:
@@ -71,7 +79,7 @@ async def open_corpora(
     if settings.qdrant_url == QDRANT_LOCAL_MEMORY:
         client = AsyncQdrantClient(location=":memory:")
         stack.push_async_callback(client.close)
-    store = chunk_store(settings, embedder, client)
+    store = chunk_store(settings, embedder, client, space)
     await store.open()
     stack.push_async_callback(store.close)
     corpora = Corpora(store, embedder, settings=corpus_settings(settings), metrics=metrics)

@@ -18,6 +18,7 @@ from opentelemetry.sdk.trace.export import SpanExporter
 from starlette.requests import Request
 
 from app.corpora import open_corpora, preload, retrieve_step
+from app.disk import data_disk
 from app.resources import (
     Replicas,
     client_keys,
@@ -34,6 +35,7 @@ from deja.corpus.base import DocumentChange
 from deja.corpus.provenance import stale_answers
 from deja.corpus.service import Corpora
 from deja.datadir import DataDirLock
+from deja.diskspace import DiskSpace
 from deja.errors import CacheUnavailableError
 from deja.observability.accesslog import AccessLog
 from deja.observability.audit import AuditTrail
@@ -94,6 +96,8 @@ class Gateway:
     audit_trail: AuditTrail = field(default_factory=AuditTrail)
     #: The keys file, followed while serving (None in open mode).
     keys_file: KeysFile | None = None
+    #: The data disk's free space against its reserve (None: nothing kept on local disk).
+    space: DiskSpace | None = None
 
     @property
     def pool(self) -> ReplicaPool:
@@ -135,7 +139,8 @@ class Gateway:
         access_sink: BinaryIO | None,
     ) -> Gateway:
         keys, keys_file = client_keys(settings)
-        if uses_data_dir_exclusively(settings):
+        exclusive = uses_data_dir_exclusively(settings)
+        if exclusive:
             lock = DataDirLock(settings.data_dir)
             lock.acquire()
             stack.callback(lock.release)
@@ -151,10 +156,11 @@ class Gateway:
             stack.push_async_callback(redis.aclose)
         exact = await exact_store(stack, settings, redis)
         embedder = open_embedder(stack, settings)
+        settings, space = data_disk(settings, embedder, metrics, exclusive=exclusive)
         parts = await SemanticParts.open(
-            stack, settings, metrics, tracing, exact, replicas, embedder
+            stack, settings, metrics, tracing, exact, replicas, embedder, space
         )
-        corpora = await open_corpora(stack, settings, embedder, metrics)
+        corpora = await open_corpora(stack, settings, embedder, metrics, space)
         thresholds = parts.thresholds(settings, metrics)
         background = BackgroundTasks()
         stack.push_async_callback(background.drain)  # pending stores finish before closing
@@ -178,6 +184,7 @@ class Gateway:
             flight_lock=await flight_lock(stack, settings) if flights is not None else None,
             retrieve=retrieve_step(settings, corpora, embedder, metrics),
             memo=RequestMemo(settings.request_memo_entries),
+            space=space,
         )
         gateway = cls(
             settings=settings,
@@ -203,6 +210,7 @@ class Gateway:
             reload=reload,
             background=background,
             corpora=corpora,
+            space=space,
         )
         if corpora is not None:
             corpora.on_change = gateway.on_corpus_change
@@ -237,6 +245,8 @@ class Gateway:
         ]
         if self.pipeline.obs.access_log is not None:
             work.append(self.pipeline.obs.access_log.run_forever())
+        if self.space is not None:
+            work.append(self.space.watch())
         if self.semantic is not None:
             work.append(_sweep_forever(self.semantic, settings.semantic_sweep_seconds))
         if self.corpora is not None and self.corpora.store.shared:

@@ -15,6 +15,7 @@ from qdrant_client import AsyncQdrantClient
 from app.resources import Replicas
 from config.settings import Settings
 from deja.cache.exact.base import ExactStore
+from deja.diskspace import DiskSpace
 from deja.embedding.base import Embedder
 from deja.errors import VerifierError
 from deja.observability.lookups import RecentLookups
@@ -58,7 +59,9 @@ def load_embedder(settings: Settings) -> Embedder:
     )
 
 
-def vector_store(settings: Settings, embedder: Embedder) -> VectorStore:
+def vector_store(
+    settings: Settings, embedder: Embedder, space: DiskSpace | None = None
+) -> VectorStore:
     collection = collection_name(embedder.model_id, embedder.dim)
     if settings.qdrant_url == QDRANT_LOCAL_MEMORY:
         client = AsyncQdrantClient(location=":memory:")
@@ -72,7 +75,7 @@ def vector_store(settings: Settings, embedder: Embedder) -> VectorStore:
             api_key=key,
             timeout=settings.semantic_timeout_seconds,
         )
-    return EdgeVectorStore(settings.data_dir, collection=collection, dim=embedder.dim)
+    return EdgeVectorStore(settings.data_dir, collection=collection, dim=embedder.dim, space=space)
 
 
 def open_embedder(stack: AsyncExitStack, settings: Settings) -> Embedder | None:
@@ -92,10 +95,11 @@ async def semantic_cache(
     metrics: Metrics,
     tracing: Tracing,
     embedder: Embedder | None,
+    space: DiskSpace | None = None,
 ) -> SemanticCache | None:
     if not (settings.cache_enabled and settings.semantic_enabled) or embedder is None:
         return None
-    store = vector_store(settings, embedder)
+    store = vector_store(settings, embedder, space)
     await store.open()
     stack.push_async_callback(store.close)
     log.info(
@@ -200,10 +204,11 @@ class SemanticParts:
         exact: ExactStore | None,
         replicas: Replicas,
         embedder: Embedder | None,
+        space: DiskSpace | None = None,
     ) -> SemanticParts:
-        """The semantic cache (vector store on the shared embedder) and, with it, the verifier
-        and table."""
-        cache = await semantic_cache(stack, settings, metrics, tracing, embedder)
+        """The semantic cache (vector store on the shared embedder, writing only while the
+        data disk has ``space``) and, with it, the verifier and table."""
+        cache = await semantic_cache(stack, settings, metrics, tracing, embedder, space)
         parts = cls(cache, exact, replicas.upstream)
         if cache is not None:
             parts.verifier, parts.table = open_verifier(stack, settings)

@@ -180,6 +180,14 @@ class CacheSettings(BaseModel):
         description="Where the embedded stores (exact answers, vectors) and, by default, "
         "derived model files live.",
     )
+    disk_reserve_mb: int = Field(
+        64,
+        ge=1,
+        description="Free space kept on data_dir's disk: below it the gateway stops storing and "
+        "indexing (answers are still served, /readyz and deja_disk_low say so) and resumes "
+        "once 25% more is free again. Qdrant Edge writes through mmap: a full disk would end "
+        "the process with SIGBUS.",
+    )
     model_dir: Path | None = Field(
         None,
         description="Where derived embedding-model files are cached (default: data_dir/models).",

@@ -21,6 +21,7 @@ from deja.errors import (
     CorpusNotFoundError,
     DeadlineExceededError,
     DejaError,
+    DiskFullError,
     DocumentError,
     InvalidRequestError,
     ModelNotFoundError,
@@ -37,9 +38,12 @@ from deja.errors import (
     UpstreamTimeoutError,
     UpstreamUnreachableError,
 )
+from deja.observability.throttle import Throttle
 from middleware.responses import JSON, prebuilt
 
 log = logging.getLogger("deja.api")
+#: An error line per failing request, bounded: a flood of them writes ten lines per 10 s.
+log.addFilter(Throttle())
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +71,7 @@ _TABLE: tuple[tuple[type[DejaError], HttpError], ...] = (
     (QueueFullError, HttpError(503, "service_unavailable", "queue_full")),
     (OverloadedError, HttpError(429, "requests", "overloaded")),
     (RetrievalError, HttpError(503, "service_unavailable", "retrieval_unavailable")),
+    (DiskFullError, HttpError(507, "service_unavailable", "insufficient_storage")),
     (ClientGoneError, HttpError(499, "client_closed_request")),
     (NoHealthyReplicaError, HttpError(503, "service_unavailable", "no_healthy_replica")),
     (DeadlineExceededError, HttpError(504, "timeout", "deadline_exceeded")),
@@ -138,9 +143,12 @@ def error_response(exc: BaseException, where: str = "") -> Response:
     return prebuilt(_INTERNAL, JSON, {}, 500)
 
 
-def plain_error(status: int, message: str, code: str | None = None) -> Response:
-    """An OpenAI-shaped error for a status the framework decided (404/405 on unknown routes)."""
-    body = {"error": {"message": message, "type": _INVALID, "param": None, "code": code}}
+def plain_error(
+    status: int, message: str, code: str | None = None, param: str | None = None
+) -> Response:
+    """An OpenAI-shaped error for a status the framework decided (404/405 on unknown routes,
+    422 on a parameter of the wrong type)."""
+    body = {"error": {"message": message, "type": _INVALID, "param": param, "code": code}}
     return prebuilt(orjson.dumps(body), JSON, {}, status)
 
 

@@ -17,6 +17,7 @@ from starlette.responses import Response, StreamingResponse
 from deja.cache.exact.base import ExactStore
 from deja.cache.flightlock import FlightLock
 from deja.cache.keys import cache_key
+from deja.diskspace import DiskSpace
 from deja.errors import CorpusNotFoundError, DejaError, UpstreamError
 from deja.observability.accesslog import AccessLog
 from deja.observability.metrics import Metrics
@@ -85,6 +86,7 @@ class Pipeline:
         flights: Flights | None = None,
         flight_lock: FlightLock | None = None,
         memo: RequestMemo | None = None,
+        space: DiskSpace | None = None,
     ) -> None:
         self.exact = exact
         self.retrieve = retrieve
@@ -101,6 +103,8 @@ class Pipeline:
         self.replay_json = JsonReplay()
         #: Byte-identical requests → their ``Prepared`` (filled by the API layer).
         self.memo = memo if memo is not None else RequestMemo(0)
+        #: The data disk: below its reserve a miss is served but not stored (no entry id).
+        self.space = space
 
     async def handle(
         self, req: GatewayRequest, disconnected: Disconnected, prepared: Prepared | None = None
@@ -152,10 +156,12 @@ class Pipeline:
             return Lookup(Outcome.BYPASS, None, bypass=reason)
         with self.tracing.span("deja.exact"):
             lookup = await exact_lookup(self.exact, req, prepared.entry_id, self.metrics)
-        if lookup.answer is not None or self.semantic is None:
-            return lookup
-        with self.tracing.span("deja.semantic"):
-            return await self.semantic.lookup(req, lookup)
+        if lookup.answer is None and self.semantic is not None:
+            with self.tracing.span("deja.semantic"):
+                lookup = await self.semantic.lookup(req, lookup)
+        if lookup.answer is None and self.space is not None and self.space.low:
+            return dataclasses.replace(lookup, entry_id=None, query=None)  # disk full: no store
+        return lookup
 
     def check_corpus(self, req: GatewayRequest) -> None:
         """A RAG request names a corpus its tenant owns, hit or miss (404 otherwise; checked

@@ -32,6 +32,7 @@ from typing import Any, TypeVar
 
 import qdrant_edge as qe
 
+from deja.diskspace import DiskSpace
 from deja.errors import VectorStoreError
 from deja.vectorstore.base import (
     FLOAT_PAYLOAD_FIELDS,
@@ -93,6 +94,8 @@ class EdgeShardHost:
         dim: the vector dimension; loading a shard created with another dimension fails.
         indexes: payload field → index schema, created when missing.
         search_threads: the engine's per-segment search pool (``None``: one per CPU).
+        space: the data disk's reserve, checked on the host's thread before every upsert
+            (``grows=True``): the engine writes through mmap, where a full disk is a SIGBUS.
     """
 
     def __init__(
@@ -102,6 +105,7 @@ class EdgeShardHost:
         dim: int,
         indexes: IndexSchemas,
         search_threads: int | None = 1,
+        space: DiskSpace | None = None,
     ) -> None:
         if dim <= 0:
             raise ValueError(f"dim must be positive, got {dim}")
@@ -109,6 +113,7 @@ class EdgeShardHost:
         self.dim = dim
         self._indexes = indexes
         self._search_threads = search_threads
+        self.space = space
         self._executor: ThreadPoolExecutor | None = None
         self._shard: qe.EdgeShard | None = None  # touched only on the executor thread
         self._open_lock = asyncio.Lock()
@@ -124,21 +129,25 @@ class EdgeShardHost:
             max_search_threads=self._search_threads,
         )
 
-    def _on_shard(self, fn: Callable[[qe.EdgeShard], _T]) -> _T:
-        """Run ``fn`` on the open shard (executor thread)."""
+    def _on_shard(self, fn: Callable[[qe.EdgeShard], _T], grows: bool = False) -> _T:
+        """Run ``fn`` on the open shard (executor thread); one that ``grows`` it only while
+        the disk is above its reserve."""
         shard = self._shard
         if shard is None:
             raise VectorStoreError(f"qdrant-edge collection {self.label!r} is closed")
+        if grows and self.space is not None:
+            self.space.check(f"points of {self.label!r}")
         return fn(shard)
 
-    async def run(self, op: str, fn: Callable[[qe.EdgeShard], _T]) -> _T:
-        """Hop to the host's thread, run ``fn`` on the shard, map any failure."""
+    async def run(self, op: str, fn: Callable[[qe.EdgeShard], _T], *, grows: bool = False) -> _T:
+        """Hop to the host's thread, run ``fn`` on the shard, map any failure (a write that
+        ``grows`` the shard is refused with ``DiskFullError`` below the disk reserve)."""
         executor = self._executor
         if executor is None:
             raise VectorStoreError(f"qdrant-edge collection {self.label!r} is not open")
         loop = asyncio.get_running_loop()
         try:
-            return await loop.run_in_executor(executor, self._on_shard, fn)
+            return await loop.run_in_executor(executor, self._on_shard, fn, grows)
         except VectorStoreError:
             raise
         except Exception as exc:
@@ -219,16 +228,21 @@ class EdgeVectorStore:
         collection: str,
         dim: int,
         search_threads: int | None = 1,
+        space: DiskSpace | None = None,
     ) -> None:
         self.collection = collection
         self.dim = dim
         self.path = Path(data_dir) / "qdrant-edge" / collection
         self._host = EdgeShardHost(
-            self.path, dim=dim, indexes=_index_schemas(), search_threads=search_threads
+            self.path,
+            dim=dim,
+            indexes=_index_schemas(),
+            search_threads=search_threads,
+            space=space,
         )
 
-    async def _run(self, op: str, fn: Callable[[qe.EdgeShard], _T]) -> _T:
-        return await self._host.run(op, fn)
+    async def _run(self, op: str, fn: Callable[[qe.EdgeShard], _T], *, grows: bool = False) -> _T:
+        return await self._host.run(op, fn, grows=grows)
 
     # --- VectorStore ----------------------------------------------------------------------------
     async def open(self) -> None:
@@ -244,7 +258,7 @@ class EdgeVectorStore:
             batch = [qe.Point(point_id(p.entry_id), p.vector, stored_payload(p)) for p in points]
             shard.update(qe.UpdateOperation.upsert_points(batch))
 
-        await self._run("upsert", upsert)
+        await self._run("upsert", upsert, grows=True)
 
     async def search(
         self,

@@ -28,6 +28,7 @@ from deja.corpus.store.base import (
     retrieved,
     split_corpus_key,
 )
+from deja.diskspace import DiskSpace
 from deja.vectorstore.edge import EdgeShardHost, IndexSchemas
 
 #: Points per scroll page when listing heads.
@@ -68,12 +69,22 @@ class EdgeChunkStore:
     shared = False
 
     def __init__(
-        self, data_dir: str | Path, *, collection: str, dim: int, search_threads: int | None = 1
+        self,
+        data_dir: str | Path,
+        *,
+        collection: str,
+        dim: int,
+        search_threads: int | None = 1,
+        space: DiskSpace | None = None,
     ) -> None:
         self.collection = collection
         self.path = Path(data_dir) / "qdrant-edge" / collection
         self._host = EdgeShardHost(
-            self.path, dim=dim, indexes=_index_schemas(), search_threads=search_threads
+            self.path,
+            dim=dim,
+            indexes=_index_schemas(),
+            search_threads=search_threads,
+            space=space,
         )
 
     async def open(self) -> None:
@@ -84,7 +95,9 @@ class EdgeChunkStore:
             return
         batch = [qe.Point(chunk_point_id(p.chunk), p.vector, p.payload()) for p in points]
         await self._host.run(
-            "upsert", lambda shard: shard.update(qe.UpdateOperation.upsert_points(batch))
+            "upsert",
+            lambda shard: shard.update(qe.UpdateOperation.upsert_points(batch)),
+            grows=True,
         )
 
     async def _delete(self, op: str, flt: qe.Filter | None) -> None:
