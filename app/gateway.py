@@ -98,6 +98,8 @@ class Gateway:
     keys_file: KeysFile | None = None
     #: The data disk's free space against its reserve (None: nothing kept on local disk).
     space: DiskSpace | None = None
+    #: The simulated replicas ``--demo`` started in this process (a reload keeps them).
+    demo_replicas: list[str] = field(default_factory=list)
 
     @property
     def pool(self) -> ReplicaPool:
@@ -211,6 +213,9 @@ class Gateway:
             background=background,
             corpora=corpora,
             space=space,
+            demo_replicas=[r.url for r in replicas.upstream.pool.replicas]
+            if replicas.upstream.pool.simulated
+            else [],
         )
         if corpora is not None:
             corpora.on_change = gateway.on_corpus_change
@@ -273,7 +278,7 @@ class Gateway:
         def on_hup() -> None:
             self.reload_keys("SIGHUP")
             try:
-                replicas = reload().replicas
+                replicas = self.configured_replicas(reload())
             except ConfigError as exc:
                 log.error("SIGHUP: config not reloaded: %s", exc)
                 return
@@ -281,6 +286,14 @@ class Gateway:
 
         asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, on_hup)
         return True
+
+    def configured_replicas(self, settings: Settings) -> list[str]:
+        """The replica list a reload of ``settings`` means: the configured one, or in demo mode
+        without one the simulated replicas started at start-up (an empty list there would
+        leave every miss a 503)."""
+        if not settings.replicas and settings.demo and self.demo_replicas:
+            return list(self.demo_replicas)
+        return list(settings.replicas)
 
     def install_keys(self, keys: KeyRing) -> None:
         """Swap in a new key ring: one assignment, so a request authenticates against the old
