@@ -112,6 +112,14 @@ class CacheSettings(BaseModel):
         None, ge=1, le=32, description="Candidates verified per lookup (default: the table's)."
     )
     verifier_threads: int = Field(1, ge=1, le=64, description="Verifier intra-op threads.")
+    semantic_max_pending: int = Field(
+        4,
+        ge=1,
+        le=1024,
+        description="Semantic lookups embedding and verifying at once; past it a lookup is "
+        'skipped at once as a miss (counted as deja_semantic_errors_total{kind="shed"}) '
+        "instead of queueing into semantic_timeout_seconds.",
+    )
     semantic_skip_verification_above: float | None = Field(
         None,
         ge=0.0,

@@ -37,7 +37,8 @@ async def store_answer(
     """Parse the answer (``build``) and write it under the lookup's entry id, with the RAG
     ``sources`` it was built from (the exact entry holds the records, the question's vector
     their ``corpus/document`` keys, which provenance invalidation matches on)."""
-    if lookup.entry_id is None:
+    entry_id = lookup.entry_id
+    if entry_id is None:
         return
     try:
         built = build()
@@ -47,6 +48,11 @@ async def store_answer(
     if built is None:
         return
     metrics.tokens(req.model, built.usage or {})  # the replica's answer: the tuning workload
+    if semantic is not None:  # a failed lookup: the classifier decides now, or nothing is stored
+        settled = await semantic.settle(lookup)
+        if settled is None:
+            return
+        lookup = settled
     ttl = req.policy.ttl
     answer = dataclasses.replace(
         built,
@@ -57,7 +63,7 @@ async def store_answer(
         sources=sources,
     )
     try:
-        await exact.set(lookup.entry_id, answer, ttl)
+        await exact.set(entry_id, answer, ttl)
     except CacheUnavailableError:
         metrics.count(metrics.store_errors, "exact")
         return  # already logged by the store; the answer was served regardless
@@ -66,7 +72,7 @@ async def store_answer(
     try:
         await semantic.cache.add(
             lookup.query,
-            entry_id=lookup.entry_id,
+            entry_id=entry_id,
             vector=lookup.vector,
             created_at=answer.created_at,
             ttl=ttl,

@@ -73,7 +73,7 @@ async def read_body(request: Request, headers: dict[str, str], limit: int) -> by
             return body
 
 
-def _disconnect_waiter(receive: Receive) -> Disconnected:
+def disconnect_waiter(receive: Receive) -> Disconnected:
     async def wait() -> None:
         while True:
             message = await receive()
@@ -133,7 +133,7 @@ async def _generate(request: Request, endpoint: Endpoint) -> Response:
             seconds=time.monotonic() - arrived,
         )
         raise
-    return await pipeline.handle(req, _disconnect_waiter(request.receive), prepared)
+    return await pipeline.handle(req, disconnect_waiter(request.receive), prepared)
 
 
 def prepare_request(
