@@ -53,7 +53,7 @@ def series(text: str, name: str, label: str = "") -> float:
 def counts(url: str) -> dict[str, float]:
     text = httpx.get(url + "/metrics", timeout=10).text
     return {
-        "lookups": series(text, "deja_lookup_seconds_count", 'layer="semantic"'),
+        "lookups": series(text, "deja_cache_lookup_duration_seconds_count", 'layer="semantic"'),
         "timeouts": series(text, "deja_semantic_errors_total", 'kind="timeout"'),
         "shed": series(text, "deja_semantic_errors_total", 'kind="shed"'),
         "requests": series(text, "deja_requests_total"),

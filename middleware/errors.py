@@ -31,6 +31,7 @@ from deja.errors import (
     PermissionDeniedError,
     QueueFullError,
     RateLimitError,
+    ReplicaConnectError,
     RetrievalError,
     UpstreamClientError,
     UpstreamError,
@@ -104,6 +105,28 @@ def http_error(exc: DejaError) -> HttpError:
     return _SERVER
 
 
+#: What a client reads when talking to a replica failed: never the replica's address or the
+#: transport's words (they are logged), and for an answer cut after it began, not "connecting".
+_UPSTREAM_MESSAGES: tuple[tuple[type[DejaError], str], ...] = (
+    (NoHealthyReplicaError, "No model replica is available to serve this request."),
+    (DeadlineExceededError, "The request's deadline passed while the model was answering."),
+    (UpstreamTimeoutError, "The model replica stopped sending the answer in time."),
+    (ReplicaConnectError, "No model replica could be reached."),
+    (UpstreamUnreachableError, "The connection to the model replica was lost mid-answer."),
+    (UpstreamServerError, "The model replica failed to answer."),
+)
+
+
+def public_message(exc: DejaError) -> str:
+    """``exc``'s message as a client may read it."""
+    if isinstance(exc, UpstreamError) and not isinstance(exc, UpstreamClientError):
+        for cls, message in _UPSTREAM_MESSAGES:
+            if isinstance(exc, cls):
+                return message
+        return "Talking to the model replica failed."
+    return exc.message
+
+
 def error_body(exc: DejaError) -> dict[str, Any]:
     """OpenAI's error shape for ``exc`` (a replica's own 4xx body passes through)."""
     if isinstance(exc, UpstreamClientError):
@@ -111,7 +134,7 @@ def error_body(exc: DejaError) -> dict[str, Any]:
     shape = http_error(exc)
     return {
         "error": {
-            "message": exc.message,
+            "message": public_message(exc),
             "type": shape.type,
             "param": exc.param,
             "code": shape.code,

@@ -8,8 +8,10 @@ answer is still indexed; when the failure came before the temporal classifier co
 (no vector), the store step classifies it in the background first (:meth:`SemanticStep.settle`)
 and stores nothing it cannot classify (issue 19: a timeout once let "Is there a queue at the
 DMV?" be stored and served, and left 71 vectors for 343 answers). At most ``max_pending``
-lookups embed and verify at once; past that a lookup is skipped at once (``shed``), a safe
-miss, rather than queueing behind the others into the timeout. The optional judge (the model
+lookups embed and verify at once, and fewer while lookups time out (the cap halves on a
+timeout and grows back by one per ten lookups in time: sized for the machine as it is); past
+it a lookup is skipped at once (``shed``), a safe miss, rather than queueing behind the others
+into the timeout. The optional judge (the model
 itself) decides grey-zone candidates; shadow checks re-ask a sample of hits in the background.
 """
 
@@ -100,6 +102,8 @@ class SemanticStep:
             log, "semantic layer skipped (serving as miss)", "semantic layer answering again"
         )
         self.pending = 0
+        #: Lookups allowed at once now: at most ``max_pending``, halved on each timeout.
+        self.cap = float(settings.max_pending)
 
     async def lookup(self, req: GatewayRequest, lookup: Lookup) -> Lookup:
         """A semantic hit, or ``lookup`` with what storing the answer later needs."""
@@ -113,7 +117,7 @@ class SemanticStep:
         # classifier must first say whether it may be.
         if not req.policy.read and (self.checks.classifier is None or not req.policy.write):
             return lookup
-        if self.pending >= self.settings.max_pending:
+        if self.pending >= int(self.cap):
             self.metrics.count(self.metrics.semantic_errors, "shed")
             return lookup  # a safe miss: stored (classified first) as any other
         started = time.perf_counter()
@@ -123,11 +127,14 @@ class SemanticStep:
                 lookup, ranked = await self.candidates(req, lookup, query)
         except SEMANTIC_ERRORS as exc:
             self.failed(exc)
+            if isinstance(exc, TimeoutError):
+                self.cap = max(1.0, self.cap / 2)
             return lookup  # the question is kept: its answer is still indexed
         finally:  # every attempt counts, failed ones too (the timeout alert divides by it)
             self.pending -= 1
             self.metrics.lookup("semantic", time.perf_counter() - started)
         self.outage.ok()
+        self.cap = min(float(self.settings.max_pending), self.cap + 0.1)
         if lookup.outcome is Outcome.BYPASS or not ranked:
             return lookup
         result = await self.decide(req, lookup, query, ranked)
