@@ -3,6 +3,7 @@ parameter machinery, and the body is read once, bounded by ``max_body_bytes``.""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import secrets
 import time
@@ -32,10 +33,17 @@ from middleware.memo import (
     CORPUS_FILTER_HEADER,
     CORPUS_HEADER,
     NAMESPACE_HEADER,
+    Prepared,
     memo_key,
 )
+from middleware.pipeline import Pipeline
 from middleware.policy import parse_policy
 from middleware.telemetry import record_rejection
+
+#: A body above this is validated and hashed on a worker thread, not the event loop: three
+#: 4 MB bodies at once raised exact-hit p99 from 4.9 to 51 ms when parsed on the loop (the
+#: thread still holds the GIL, but yields it every switch interval, so hits interleave).
+OFF_LOOP_BODY_BYTES = 256 * 1024
 
 
 def header_map(request: Request) -> dict[str, str]:
@@ -114,7 +122,12 @@ async def _generate(request: Request, endpoint: Endpoint) -> Response:
         key = memo_key(endpoint, tenant, raw, headers)
         prepared = pipeline.memo.get(key)
         if prepared is None:
-            prepared = pipeline.prepare(prepare_request(gateway, endpoint, tenant, raw, headers))
+            if len(raw) > OFF_LOOP_BODY_BYTES:  # validating and hashing it would stall hits
+                prepared = await asyncio.to_thread(
+                    _prepare, pipeline, gateway, endpoint, tenant, raw, headers
+                )
+            else:
+                prepared = _prepare(pipeline, gateway, endpoint, tenant, raw, headers)
             pipeline.memo.put(key, prepared)
         req = prepared.req.for_request(request_id(headers.get("x-request-id")), deadline)
         await ensure_model(gateway, req.model)
@@ -134,6 +147,17 @@ async def _generate(request: Request, endpoint: Endpoint) -> Response:
         )
         raise
     return await pipeline.handle(req, disconnect_waiter(request.receive), prepared)
+
+
+def _prepare(
+    pipeline: Pipeline,
+    gateway: Gateway,
+    endpoint: Endpoint,
+    tenant: Tenant,
+    raw: bytes,
+    headers: dict[str, str],
+) -> Prepared:
+    return pipeline.prepare(prepare_request(gateway, endpoint, tenant, raw, headers))
 
 
 def prepare_request(
