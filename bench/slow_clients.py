@@ -200,6 +200,7 @@ def main() -> int:
             proc, url = gateway(name, src, sim_url)
             try:
                 results.append(asyncio.run(measure(name, proc, url, args)))
+                print(json.dumps(results[-1]), flush=True)
             finally:
                 proc.terminate()
                 with contextlib.suppress(subprocess.TimeoutExpired):
