@@ -18,9 +18,16 @@ from opentelemetry.sdk.trace.export import SpanExporter
 from starlette.requests import Request
 
 from app.wiring.corpora import open_corpora, preload, retrieve_step
+from app.wiring.disk import data_disk
 from app.wiring.replicas import Replicas
 from app.wiring.semantic import SemanticParts, open_embedder, semantic_step, temporal_detector
-from app.wiring.stores import exact_store, flight_lock, lock_data_dir, open_redis
+from app.wiring.stores import (
+    exact_store,
+    flight_lock,
+    lock_data_dir,
+    open_redis,
+    uses_data_dir_exclusively,
+)
 from app.wiring.tenancy import client_keys, rate_limiter, threshold_store
 from app.wiring.vectors import VectorBackend
 from config.settings import ConfigError, Settings
@@ -28,6 +35,7 @@ from deja.cache.exact.base import ExactStore
 from deja.corpus.base import DocumentChange
 from deja.corpus.provenance import stale_answers
 from deja.corpus.service import Corpora
+from deja.diskspace import DiskSpace
 from deja.errors import CacheUnavailableError
 from deja.observability.accesslog import AccessLog
 from deja.observability.audit import AuditTrail
@@ -92,6 +100,10 @@ class Gateway:
     audit_trail: AuditTrail = field(default_factory=AuditTrail)
     #: The keys file, followed while serving (None in open mode).
     keys_file: KeysFile | None = None
+    #: The data disk's free space against its reserve (None: nothing kept on local disk).
+    space: DiskSpace | None = None
+    #: The simulated replicas ``--demo`` started in this process (a reload keeps them).
+    demo_replicas: list[str] = field(default_factory=list)
     #: What a generation request passes before the pipeline (built from the fields above).
     admit_step: AdmitStep = field(init=False)
 
@@ -165,7 +177,9 @@ class Gateway:
         redis = open_redis(stack, settings)
         exact = await exact_store(stack, settings, redis)
         embedder = open_embedder(stack, settings)
-        vectors = VectorBackend.open(stack, settings)
+        exclusive = uses_data_dir_exclusively(settings)
+        settings, space = data_disk(settings, embedder, metrics, exclusive=exclusive)
+        vectors = VectorBackend.open(stack, settings, space)
         parts = await SemanticParts.open(
             stack, settings, metrics, tracing, exact, replicas.upstream, embedder, vectors
         )
@@ -186,6 +200,7 @@ class Gateway:
             upstream=replicas.upstream,
             background=background,
             retrieve=retrieve_step(settings, corpora, embedder, metrics),
+            space=space,
         )
         return cls(
             settings=settings,
@@ -207,6 +222,10 @@ class Gateway:
             reload=reload,
             background=background,
             corpora=corpora,
+            space=space,
+            demo_replicas=[r.url for r in replicas.upstream.pool.replicas]
+            if replicas.upstream.pool.simulated
+            else [],
         )
 
     async def on_corpus_change(self, changes: list[DocumentChange]) -> int:
@@ -237,6 +256,8 @@ class Gateway:
         ]
         if self.pipeline.obs.access_log is not None:
             work.append(self.pipeline.obs.access_log.run_forever())
+        if self.space is not None:
+            work.append(self.space.watch())
         if self.semantic is not None:
             work.append(_sweep_forever(self.semantic, settings.semantic_sweep_seconds))
         if self.corpora is not None and self.corpora.store.shared:
@@ -263,7 +284,7 @@ class Gateway:
         def on_hup() -> None:
             self.reload_keys("SIGHUP")
             try:
-                replicas = reload().replicas
+                replicas = self.configured_replicas(reload())
             except ConfigError as exc:
                 log.error("SIGHUP: config not reloaded: %s", exc)
                 return
@@ -271,6 +292,14 @@ class Gateway:
 
         asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, on_hup)
         return True
+
+    def configured_replicas(self, settings: Settings) -> list[str]:
+        """The replica list a reload of ``settings`` means: the configured one, or in demo mode
+        without one the simulated replicas started at start-up (an empty list there would
+        leave every miss a 503)."""
+        if not settings.replicas and settings.demo and self.demo_replicas:
+            return list(self.demo_replicas)
+        return list(settings.replicas)
 
     def install_keys(self, keys: KeyRing) -> None:
         """Swap in a new key ring: one assignment, so a request authenticates against the old
@@ -341,6 +370,7 @@ async def _pipeline(
     upstream: Upstream,
     background: BackgroundTasks,
     retrieve: RetrieveStep | None,
+    space: DiskSpace | None,
 ) -> Pipeline:
     """The request path over the parts the gateway opened (single-flight only with a cache)."""
     flights = Flights() if settings.single_flight and exact is not None else None
@@ -349,7 +379,12 @@ async def _pipeline(
     lock = await flight_lock(stack, settings) if flights is not None else None
     metrics, tracing = observability.metrics, observability.tracing
     lookup_step = LookupStep(
-        exact, metrics, tracing, semantic_step=semantic, temporal=temporal_detector(settings)
+        exact,
+        metrics,
+        tracing,
+        semantic_step=semantic,
+        temporal=temporal_detector(settings),
+        space=space,
     )
     store_step = None
     if exact is not None:

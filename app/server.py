@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 import uvicorn
 
 from app.main import create_app
+from app.protocol import connection_cap, guarded_protocol, raise_fd_limit
 from app.wiring.semantic import check_targets, verifier_table
 from app.wiring.stores import embedded_parts, uses_data_dir_exclusively
 from config.problems import Problem
@@ -105,10 +106,12 @@ def run_server(
     """Serve on ``sock`` until interrupted; SIGHUP (or POST /admin/replicas/reload) calls
     ``reload``; ``worker`` names this process in the listening line, ``notes`` follow it (the
     console's URL and key)."""
+    cap = connection_cap(settings.max_connections, raise_fd_limit())
     config = uvicorn.Config(
         create_app(settings, reload=reload),
         loop="uvloop",
-        http="httptools",
+        # httptools with a header-read deadline and a connection cap (app.protocol).
+        http=guarded_protocol(settings.header_timeout_seconds, cap),
         lifespan="on",
         access_log=False,
         log_level=settings.log_level,

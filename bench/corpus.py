@@ -103,7 +103,7 @@ async def atimed(coro: Any) -> tuple[Any, float, float]:
 def source_files(sections: list[str]) -> list[SourceFile]:
     files = []
     for section in sections:
-        for document, path in collect([DOCS / section], DOCS):
+        for document, path in collect([DOCS / section], DOCS).files:
             files.append(SourceFile(document, path.read_bytes(), content_type_for(path)))
     return files
 

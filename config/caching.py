@@ -114,6 +114,14 @@ class CacheSettings(BaseModel):
         None, ge=1, le=32, description="Candidates verified per lookup (default: the table's)."
     )
     verifier_threads: int = Field(1, ge=1, le=64, description="Verifier intra-op threads.")
+    semantic_max_pending: int = Field(
+        4,
+        ge=1,
+        le=1024,
+        description="Semantic lookups embedding and verifying at once; past it a lookup is "
+        'skipped at once as a miss (counted as deja_semantic_errors_total{kind="shed"}) '
+        "instead of queueing into semantic_timeout_seconds.",
+    )
     semantic_skip_verification_above: float | None = Field(
         None,
         ge=0.0,
@@ -181,6 +189,14 @@ class CacheSettings(BaseModel):
         Path(".deja"),
         description="Where the embedded stores (exact answers, vectors) and, by default, "
         "derived model files live.",
+    )
+    disk_reserve_mb: int = Field(
+        64,
+        ge=1,
+        description="Free space kept on data_dir's disk: below it the gateway stops storing and "
+        "indexing (answers are still served, /readyz and deja_disk_low say so) and resumes "
+        "once 25% more is free again. Qdrant Edge writes through mmap: a full disk would end "
+        "the process with SIGBUS.",
     )
     model_dir: Path | None = Field(
         None,

@@ -70,6 +70,19 @@ class Settings(BaseSettings, UpstreamSettings, CacheSettings, RagSettings):
         "page loads Swagger UI from a CDN in the browser). Both follow this one setting: off, "
         "both answer 404 naming it.",
     )
+    header_timeout_seconds: float = Field(
+        10.0,
+        gt=0,
+        description="A connection must send a request's headers within this long of opening "
+        "(or of its previous response), else it is closed: slow clients cannot hold it.",
+    )
+    max_connections: int = Field(
+        1000,
+        ge=16,
+        description="Open client connections at most (kept 256 below the open-file limit, "
+        "which deja serve raises to its hard limit); at the cap a new connection evicts the "
+        "one waiting longest for its headers.",
+    )
     max_body_bytes: int = Field(
         4 * 1024 * 1024, ge=1024, description="Largest request body accepted; larger gets 413."
     )

@@ -14,6 +14,7 @@ answer be stored".
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 from typing import Protocol
@@ -21,6 +22,7 @@ from typing import Protocol
 from deja.cache.entry import CachedAnswer
 from deja.cache.exact.base import ExactStore
 from deja.cache.keys import cache_key
+from deja.diskspace import DiskSpace
 from deja.errors import CacheUnavailableError
 from deja.observability.metrics import Metrics
 from deja.observability.tracing import Tracing
@@ -77,8 +79,11 @@ class LookupStep:
         *,
         semantic_step: SemanticLookup | None = None,
         temporal: TemporalDetector | None = None,
+        space: DiskSpace | None = None,
     ) -> None:
         self.exact = exact
+        #: The data disk: below its reserve a miss is served but not stored (no entry id).
+        self.space = space
         self.metrics = metrics
         self.tracing = tracing
         self.semantic_step = semantic_step
@@ -101,10 +106,12 @@ class LookupStep:
             return Lookup(Outcome.BYPASS, None, bypass=reason)
         with self.tracing.span("deja.exact"):
             lookup = await self.exact_lookup(req, prepared.entry_id)
-        if lookup.answer is not None or self.semantic_step is None:
-            return lookup
-        with self.tracing.span("deja.semantic"):
-            return await self.semantic_step.lookup(req, lookup)
+        if lookup.answer is None and self.semantic_step is not None:
+            with self.tracing.span("deja.semantic"):
+                lookup = await self.semantic_step.lookup(req, lookup)
+        if lookup.answer is None and self.space is not None and self.space.low:
+            return dataclasses.replace(lookup, entry_id=None, query=None)  # disk full: no store
+        return lookup
 
     def bypass(self, req: GatewayRequest) -> str | None:
         """2. bypass: the reason (``temporal``) this request skips the cache because its answer

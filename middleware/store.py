@@ -61,7 +61,15 @@ class StoreStep:
         built: CachedAnswer,
         sources: list[dict[str, Any]] | None,
     ) -> None:
-        """The background task: the exact entry, then the question's vector."""
+        """The background task: the exact entry, then the question's vector. A miss whose
+        lookup failed before the temporal classifier saw it is classified first, and not
+        stored when it is time-dependent or cannot be classified (``SemanticStep.settle``)."""
+        semantic = self.semantic_step
+        if semantic is not None:
+            settled = await semantic.settle(lookup)
+            if settled is None:
+                return
+            lookup = settled
         ttl = req.policy.ttl
         answer = dataclasses.replace(
             built,
@@ -77,7 +85,6 @@ class StoreStep:
             except CacheUnavailableError:
                 self.metrics.count(self.metrics.store_errors, "exact")
                 return  # already logged by the store; the answer was served regardless
-            semantic = self.semantic_step
             if semantic is None or lookup.query is None:
                 return
             try:

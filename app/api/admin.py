@@ -170,7 +170,7 @@ async def reload_replicas(gateway: Admin) -> Response:
     if gateway.reload is None:
         raise InvalidRequestError("this gateway was started without a reloadable configuration")
     try:
-        replicas = gateway.reload().replicas
+        replicas = gateway.configured_replicas(gateway.reload())
     except ConfigError as exc:
         raise InvalidRequestError(f"configuration not reloaded: {exc}") from exc
     gateway.reload_replicas(replicas)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from app.wiring.vectors import VectorBackend
 from config.settings import Settings
-from deja.corpus.files import collect, content_type_for
+from deja.corpus.files import collect, content_type_for, read_document
 from deja.corpus.index import CHUNKS, ChunkStore
 from deja.corpus.names import check_corpus_name
 from deja.corpus.reports import FileReport, SourceFile
@@ -30,6 +30,9 @@ def corpus_settings(settings: Settings) -> CorpusSettings:
         max_file_bytes=settings.corpus_max_file_bytes,
         retrieval_timeout=settings.rag_retrieval_timeout_seconds,
         embed_batch=settings.corpus_embed_batch,
+        max_pages=settings.corpus_max_pages,
+        max_chunks=settings.corpus_max_chunks,
+        parse_cpu_seconds=settings.corpus_parse_cpu_seconds,
     )
 
 
@@ -90,18 +93,21 @@ def retrieve_step(
     return RetrieveStep(corpora, embedder.embed, rag, metrics)
 
 
-def read_files(paths: list[str], root: Path) -> list[SourceFile]:
-    """The files under ``paths`` as ``SourceFile``s (paths missing are logged and skipped)."""
+def read_files(paths: list[str], root: Path, follow_symlinks: bool = False) -> list[SourceFile]:
+    """The files under ``paths`` as ``SourceFile``s (paths missing, links out of the tree and
+    names that are not UTF-8 are logged and skipped)."""
     files: list[SourceFile] = []
     for path in paths:
         try:
-            found = collect([Path(path)], root)
+            found = collect([Path(path)], root, follow_symlinks=follow_symlinks)
         except FileNotFoundError as exc:
             log.warning("corpus preload: %s", exc)
             continue
-        for document, file in found:
+        for name, reason in found.refused:
+            log.warning("corpus preload: refused %s: %s", name, reason)
+        for document, file in found.files:
             try:
-                data = file.read_bytes()
+                data = read_document(file, follow_symlinks=follow_symlinks)
             except OSError as exc:
                 log.warning("corpus preload: cannot read %s: %s", file, exc.strerror or exc)
                 continue
@@ -122,7 +128,8 @@ async def preload(corpora: Corpora, settings: Settings, root: Path | None = None
         except InvalidRequestError as exc:
             log.error("corpus preload: %s", exc.message)
             continue
-        files = await asyncio.to_thread(read_files, paths, base)
+        follow = settings.corpus_preload_follow_symlinks
+        files = await asyncio.to_thread(read_files, paths, base, follow)
         log.info("corpus preload: %s <- %d file(s) from %s", name, len(files), ", ".join(paths))
         done = 0
 

@@ -207,6 +207,7 @@ def semantic_step(
             context_rule=settings.semantic_context,
             top_k=top_k,
             skip_verification_above=settings.semantic_skip_verification_above,
+            max_pending=settings.semantic_max_pending,
         ),
         thresholds=thresholds,
         metrics=metrics,

@@ -12,6 +12,7 @@ from typing import Any
 from qdrant_client import AsyncQdrantClient
 
 from config.settings import Settings
+from deja.diskspace import DiskSpace
 from deja.embedding.base import Embedder
 from deja.vectors.collection import Collection, Schema
 from deja.vectors.edge import EdgeCollection
@@ -29,14 +30,18 @@ class VectorBackend:
     settings: Settings
     #: qdrant-client's local mode, shared by every collection (one in-process "server").
     local: AsyncQdrantClient | None = None
+    #: The data disk's reserve, checked before every Qdrant Edge write (None: not checked).
+    space: DiskSpace | None = None
 
     @classmethod
-    def open(cls, stack: AsyncExitStack, settings: Settings) -> VectorBackend:
+    def open(
+        cls, stack: AsyncExitStack, settings: Settings, space: DiskSpace | None = None
+    ) -> VectorBackend:
         if settings.qdrant_url != QDRANT_LOCAL_MEMORY:
-            return cls(settings)
+            return cls(settings, space=space)
         client = AsyncQdrantClient(location=":memory:")
         stack.push_async_callback(client.close)
-        return cls(settings, client)
+        return cls(settings, client, space)
 
     def collection(
         self, schema: Schema, embedder: Embedder, *, timeout: float, maintenance_timeout: float
@@ -49,7 +54,9 @@ class VectorBackend:
             schema.indexes,
         )
         if not settings.qdrant_url:
-            return EdgeCollection(settings.data_dir, collection=name, dim=dim, indexes=indexes)
+            return EdgeCollection(
+                settings.data_dir, collection=name, dim=dim, indexes=indexes, space=self.space
+            )
         server: dict[str, Any] = {"client": self.local}
         if self.local is None:
             key = settings.qdrant_api_key.get_secret_value() if settings.qdrant_api_key else None

@@ -144,13 +144,22 @@ class Replica:
     def learn_capacity(self, m: ReplicaMetrics) -> None:
         """Record the replica's max-num-seqs from a scrape. Exported: taken as is. Otherwise the
         most requests it was seen running, counted from the first scrape that found requests
-        waiting (saturated, so running was its limit); later scrapes can only raise it."""
+        waiting (saturated, so running was its limit). It rises again on evidence: a scrape
+        that finds the replica running at least the learned value with nothing waiting shows
+        it had room, so the value steps up by the headroom share. (Before, only a scrape that
+        caught running *above* the learned value raised it, and the gateway's own limit kept
+        it from ever running more: a replica with ``--max-num-seqs 16`` learned as 6 stayed
+        there for 600 streams, since under churn a scrape rarely finds every slot taken.)"""
         if m.max_num_seqs is not None:
             self.max_num_seqs, self.max_num_seqs_learned = m.max_num_seqs, False
             return
         if self.max_num_seqs is None and m.waiting <= 0:
             return
-        self.max_num_seqs = max(self.max_num_seqs or 0, int(m.running)) or None
+        running = int(m.running)
+        learned = max(self.max_num_seqs or 0, running)
+        if self.max_num_seqs is not None and m.waiting <= 0 and running >= self.max_num_seqs:
+            learned = running + math.ceil(running * LEARNED_HEADROOM)
+        self.max_num_seqs = learned or None
         self.max_num_seqs_learned = True
 
     def load(self, now: float, scrape_interval: float) -> int:

@@ -341,6 +341,10 @@ class Upstream:
         try:
             with map_aiohttp_errors(replica.name, "reading its answer"):
                 return await response.read()
+        except ReplicaConnectError as exc:  # the answer had begun: cut mid-generation
+            raise UpstreamUnreachableError(
+                f"replica {replica.name} dropped the connection mid-answer: {exc.message}"
+            ) from exc
         finally:
             response.release()
 

@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 
 import qdrant_edge as qe
 
+from deja.diskspace import DiskSpace
 from deja.errors import VectorStoreError
 from deja.vectors.collection import Hit, Indexes, IndexKind, Point
 from deja.vectors.filters import Condition, Filter, Match, MatchAny
@@ -63,6 +64,8 @@ class EdgeCollection:
         indexes: payload field → index kind, created when missing.
         search_threads: the engine's per-segment search pool (``None``: one per CPU). One is
             enough for the few segments of a cache and leaves the other cores to the gateway.
+        space: the data disk's reserve, checked on the collection's thread before every upsert:
+            the engine writes through mmap, where a full disk is a SIGBUS, not an exception.
     """
 
     name = "qdrant-edge"
@@ -76,6 +79,7 @@ class EdgeCollection:
         dim: int,
         indexes: Indexes,
         search_threads: int | None = 1,
+        space: DiskSpace | None = None,
     ) -> None:
         if dim <= 0:
             raise ValueError(f"dim must be positive, got {dim}")
@@ -84,6 +88,7 @@ class EdgeCollection:
         self.path = Path(data_dir) / "qdrant-edge" / collection
         self._indexes = indexes
         self._search_threads = search_threads
+        self.space = space
         self._executor: ThreadPoolExecutor | None = None
         self._shard: qe.EdgeShard | None = None  # touched only on the executor thread
         self._open_lock = asyncio.Lock()
@@ -95,20 +100,23 @@ class EdgeCollection:
             max_search_threads=self._search_threads,
         )
 
-    def _on_shard(self, fn: Callable[[qe.EdgeShard], _T]) -> _T:
+    def _on_shard(self, fn: Callable[[qe.EdgeShard], _T], grows: bool = False) -> _T:
         shard = self._shard
         if shard is None:
             raise VectorStoreError(f"qdrant-edge collection {self.collection!r} is closed")
+        if grows and self.space is not None:
+            self.space.check(f"points of {self.collection!r}")
         return fn(shard)
 
-    async def _run(self, op: str, fn: Callable[[qe.EdgeShard], _T]) -> _T:
-        """Hop to the collection's thread, run ``fn`` on the shard, map any failure."""
+    async def _run(self, op: str, fn: Callable[[qe.EdgeShard], _T], *, grows: bool = False) -> _T:
+        """Hop to the collection's thread, run ``fn`` on the shard, map any failure (a write
+        that ``grows`` the shard is refused with ``DiskFullError`` below the disk reserve)."""
         executor = self._executor
         if executor is None:
             raise VectorStoreError(f"qdrant-edge collection {self.collection!r} is not open")
         loop = asyncio.get_running_loop()
         try:
-            return await loop.run_in_executor(executor, self._on_shard, fn)
+            return await loop.run_in_executor(executor, self._on_shard, fn, grows)
         except VectorStoreError:
             raise
         except Exception as exc:
@@ -175,7 +183,9 @@ class EdgeCollection:
             return
         batch = [qe.Point(p.id, p.vector, p.payload) for p in points]
         await self._run(
-            "upsert", lambda shard: shard.update(qe.UpdateOperation.upsert_points(batch))
+            "upsert",
+            lambda shard: shard.update(qe.UpdateOperation.upsert_points(batch)),
+            grows=True,
         )
 
     async def search(
