@@ -120,7 +120,13 @@ _UPSTREAM_MESSAGES: tuple[tuple[type[DejaError], str], ...] = (
 
 
 def public_message(exc: DejaError) -> str:
-    """``exc``'s message as a client may read it."""
+    """``exc``'s message as a client may read it: a replica's 5xx keeps the replica's own
+    words (``replica HOST:PORT failed with 500: …`` → ``The model replica failed with 500:
+    …``); other upstream failures get a fixed sentence (the transport's words name hosts);
+    ``NoHealthyReplicaError`` keeps deja's own words (no address; they say what to do)."""
+    if isinstance(exc, UpstreamServerError):
+        _, sep, rest = exc.message.partition(" failed with ")
+        return f"The model replica failed with {rest}" if sep else _UPSTREAM_MESSAGES[-1][1]
     if isinstance(exc, UpstreamError) and not isinstance(
         exc, UpstreamClientError | NoHealthyReplicaError
     ):
