@@ -12,12 +12,12 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from app.api.openai_routes import (
-    admit_caller,
     disconnect_waiter,
     ensure_model,
     header_map,
     read_body,
     request_id,
+    take_rate_limit,
 )
 from app.gateway import gateway_of
 from deja.errors import DejaError
@@ -38,8 +38,10 @@ async def embeddings(request: Request) -> Response:
     rid = request_id(headers.get("x-request-id"))
     tenant_name = "-"
     try:
-        tenant = await admit_caller(gateway, headers)
-        tenant_name = tenant.name
+        caller = gateway.keys.authenticate(headers.get("authorization"))
+        tenant = caller.tenant
+        tenant_name = tenant.name  # a 429 from here on is logged under the tenant
+        await take_rate_limit(gateway, caller)
         raw = await read_body(request, headers, settings.max_body_bytes)
         policy = parse_policy(
             headers,

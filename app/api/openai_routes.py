@@ -24,7 +24,7 @@ from deja.errors import (
     NoHealthyReplicaError,
 )
 from deja.request import GatewayRequest
-from deja.tenancy.keyring import Tenant
+from deja.tenancy.keyring import Caller, Tenant
 from middleware.disconnect import Disconnected
 from middleware.errors import http_error
 from middleware.memo import (
@@ -104,12 +104,10 @@ async def ensure_model(gateway: Gateway, model: str) -> None:
     )
 
 
-async def admit_caller(gateway: Gateway, headers: dict[str, str]) -> Tenant:
-    """The caller's tenant, once its key is valid and its rate limit has room (401 / 429)."""
-    caller = gateway.keys.authenticate(headers.get("authorization"))
+async def take_rate_limit(gateway: Gateway, caller: Caller) -> None:
+    """One request of the caller's tenant rate limit (429 when it has no room)."""
     if caller.tenant.rate_limit_rpm is not None:
         await gateway.limiter.take(caller.key_id, caller.tenant.rate_limit_rpm)
-    return caller.tenant
 
 
 async def _generate(request: Request, endpoint: Endpoint) -> Response:
@@ -121,8 +119,10 @@ async def _generate(request: Request, endpoint: Endpoint) -> Response:
     pipeline = gateway.pipeline
     tenant_name = "-"
     try:
-        tenant = await admit_caller(gateway, headers)
-        tenant_name = tenant.name
+        caller = gateway.keys.authenticate(headers.get("authorization"))
+        tenant = caller.tenant
+        tenant_name = tenant.name  # a 429 from here on is logged under the tenant
+        await take_rate_limit(gateway, caller)
         raw = await read_body(request, headers, settings.max_body_bytes)
         # Byte-identical requests (same tenant, same shaping headers) skip validation and key
         # hashing; the memo never holds an answer (middleware/memo.py).
