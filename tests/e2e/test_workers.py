@@ -16,7 +16,7 @@ import httpx
 import pytest
 import yaml
 
-from deja.sim.runner import SimCluster
+from sim.runner import SimCluster
 from deja.tenancy.keyring import key_hash
 from tests.support import MODEL_DIR, SIM_MODEL, free_port
 
