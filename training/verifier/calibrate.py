@@ -216,8 +216,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ks", type=int, nargs="+", default=[1, 2, 3, 4])
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--default-target", type=float, default=0.92)
+    ap.add_argument("--limit", type=int, default=0, help="first N validation rows (smoke)")
     args = ap.parse_args(argv)
     rows = read_pairs(args.val)
+    if args.limit:
+        rows = rows[: args.limit]
     run4 = run_cache(rows, "val", args.model, max(args.ks), min(args.floors), args.threads)
     extra = pair_set(args.val_extra, "val_extra", args.model, args.threads)
     vetoes, veto_report = choose_vetoes(run4, extra, min(TARGETS))

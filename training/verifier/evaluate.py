@@ -148,7 +148,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--default-target", type=float, default=0.92)
     args = ap.parse_args(argv)
-    report: dict[str, Any] = {}
+    # systems evaluated by an earlier call stay in the report (the old one needs no re-run)
+    report: dict[str, Any] = json.loads(args.report.read_text()) if args.report.is_file() else {}
     for system in args.systems:
         cal = args.calibration if system == "new" else args.old
         report[system] = evaluate(cal, args.sets, args.threads, args.default_target)
