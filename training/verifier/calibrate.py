@@ -24,11 +24,13 @@ from typing import Any
 
 import numpy as np
 
+from deja.semantic.curves import wilson
 from deja.semantic.mismatch import HARD_KINDS, compare, kinds_mask
 from training.verifier.calibration import (
     TARGETS,
     CacheRun,
     Decision,
+    Served,
     Verifier,
     auc,
     build_table,
@@ -39,12 +41,15 @@ from training.verifier.calibration import (
     serve,
     serve_cosine,
     sigmoid,
+    tau_for_target,
     write_calibration,
 )
 from training.verifier.common import ARTIFACTS, CACHE, RUNS, Progress, read_pairs
 from training.verifier.embed import load_embeddings
 
 COMPARE = (0.85, 0.88, 0.90, 0.92, 0.94, 0.95)
+EVAL_TARGETS = (0.85, 0.88, 0.90, 0.92, 0.95)
+SWEEP = tuple(round(float(t), 3) for t in np.r_[np.arange(0.05, 0.95, 0.05), 0.97, 0.99, 0.995])
 Z_ONE_SIDED = 1.645  # 95% one-sided lower bound
 
 
@@ -102,9 +107,13 @@ class PairSet:
         return dec.score(self.logit, self.cos, self.feats, self.hard)
 
 
-def pair_set(path: Path, split: str, model: Path, threads: int) -> PairSet:
-    """Score every row of a pairwise JSONL set (``b`` asks, ``a`` is cached)."""
+def pair_set(path: Path, split: str, model: Path, threads: int, limit: int = 0) -> PairSet:
+    """Score every row (or a seeded sample of ``limit`` rows) of a pairwise JSONL set (``b``
+    asks, ``a`` is cached)."""
     docs = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    if limit and limit < len(docs):
+        pick = np.random.default_rng(1234).choice(len(docs), size=limit, replace=False)
+        docs = [docs[i] for i in sorted(pick)]
     emb = cached_embed(split)
     v = Verifier.load(model, model.parent / "tokenizer.json", threads=threads)
     sig = [compare(d["b"], d["a"]) for d in docs]
@@ -119,15 +128,18 @@ def pair_set(path: Path, split: str, model: Path, threads: int) -> PairSet:
 
 
 def choose_vetoes(run: CacheRun, extra: PairSet, bound: float) -> tuple[list[str], list[Any]]:
-    """Kinds whose flagged candidates (labelled, both validation sets) are right less often
-    than ``bound``: serving them could only pull precision below every target."""
+    """Kinds whose flagged candidates are right less often than ``bound`` (serving them could
+    only pull precision below every target), measured on natural pairs: the labelled Quora
+    validation candidates and the MRPC/STS validation rows (the rule-made rows are flagged by
+    construction, so they would only confirm the rule)."""
     assert run.hard is not None
     lab = run.kind > 0
+    natural = np.array([k in ("mrpc", "sts") for k in extra.kind], dtype=bool)
     out, report = [], []
     for kind in HARD_KINDS:
         bit = kinds_mask((kind,))
         m = lab & ((run.hard & bit) != 0)
-        e = (extra.hard & bit) != 0
+        e = natural & ((extra.hard & bit) != 0)
         n = int(m.sum()) + int(e.sum())
         right = int(run.right[m].sum()) + int(extra.y[e].sum())
         rate = right / n if n else 0.0
@@ -203,6 +215,31 @@ def pairwise_report(ps: PairSet, dec: Decision, tau: float) -> dict[str, Any]:
     }
 
 
+def with_interval(m: dict[str, Any]) -> dict[str, Any]:
+    lo, hi = wilson(float(m["right"]), float(m["labelled"]), 1.96)
+    return {**m, "interval": [round(lo, 4), round(hi, 4)]}
+
+
+def cache_curves(run: CacheRun, sv: Served, doc: dict[str, Any]) -> dict[str, Any]:
+    per_target = []
+    for t in EVAL_TARGETS:
+        tau = tau_for_target(doc, t)
+        if tau is None:
+            per_target.append({"target": t, "tau": None, "hits": 0, "hit_rate": 0.0})
+            continue
+        per_target.append({"target": t, **with_interval(metrics_at(run, sv, tau))})
+    return {
+        "per_target": per_target,
+        "curve": [with_interval(metrics_at(run, sv, t)) for t in SWEEP],
+    }
+
+
+def cosine_curves(run: CacheRun) -> list[dict[str, Any]]:
+    sv = serve_cosine(run)
+    thetas = np.round(np.r_[np.arange(0.80, 0.99, 0.01), 0.99, 0.995], 3)
+    return [with_interval(metrics_at(run, sv, float(t))) for t in thetas]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -217,12 +254,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--default-target", type=float, default=0.92)
     ap.add_argument("--limit", type=int, default=0, help="first N validation rows (smoke)")
+    ap.add_argument(
+        "--extra-limit", type=int, default=0, help="a seeded sample of N val_extra rows"
+    )
     args = ap.parse_args(argv)
     rows = read_pairs(args.val)
     if args.limit:
         rows = rows[: args.limit]
     run4 = run_cache(rows, "val", args.model, max(args.ks), min(args.floors), args.threads)
-    extra = pair_set(args.val_extra, "val_extra", args.model, args.threads)
+    extra = pair_set(args.val_extra, "val_extra", args.model, args.threads, args.extra_limit)
     vetoes, veto_report = choose_vetoes(run4, extra, min(TARGETS))
     print(f"[calibrate] vetoes {vetoes}: {veto_report}", flush=True)
     opts = options(run4, extra, tuple(vetoes), args.floors, args.ks)
@@ -247,6 +287,13 @@ def main(argv: list[str] | None = None) -> int:
         (r["tau"] for r in best["table"] if r["precision"] >= args.default_target - 1e-9), None
     )
     report: dict[str, Any] = {
+        "model_sha256": doc["model_sha256"],
+        "val_eval": {
+            **cache_curves(run, sv, doc),
+            "cosine": cosine_curves(run),
+            "rows": run.n,
+            "scored_pairs": run.scored_pairs,
+        },
         "rows": run.n,
         "scored_pairs": run4.scored_pairs,
         "vetoes": vetoes,

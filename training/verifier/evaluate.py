@@ -24,47 +24,23 @@ from typing import Any
 import numpy as np
 
 from deja.semantic.curves import wilson
-from training.verifier.calibrate import PairSet, pair_set, run_cache
+from training.verifier.calibrate import (
+    SWEEP,
+    PairSet,
+    cache_curves,
+    cosine_curves,
+    pair_set,
+    run_cache,
+)
 from training.verifier.calibration import (
-    CacheRun,
     Decision,
-    Served,
     load_calibration,
-    metrics_at,
     serve,
-    serve_cosine,
     tau_for_target,
 )
 from training.verifier.common import ARTIFACTS, CACHE, DATA, REPO, RUNS, read_pairs
 
-TARGETS = (0.85, 0.88, 0.90, 0.92, 0.95)
 GEN = REPO / "tests" / "data" / "generalisation.jsonl"
-SWEEP = tuple(round(float(t), 3) for t in np.r_[np.arange(0.05, 0.95, 0.05), 0.97, 0.99, 0.995])
-
-
-def with_interval(m: dict[str, Any]) -> dict[str, Any]:
-    lo, hi = wilson(float(m["right"]), float(m["labelled"]), 1.96)
-    return {**m, "interval": [round(lo, 4), round(hi, 4)]}
-
-
-def cache_curves(run: CacheRun, sv: Served, doc: dict[str, Any]) -> dict[str, Any]:
-    per_target = []
-    for t in TARGETS:
-        tau = tau_for_target(doc, t)
-        if tau is None:
-            per_target.append({"target": t, "tau": None, "hits": 0, "hit_rate": 0.0})
-            continue
-        per_target.append({"target": t, **with_interval(metrics_at(run, sv, tau))})
-    return {
-        "per_target": per_target,
-        "curve": [with_interval(metrics_at(run, sv, t)) for t in SWEEP],
-    }
-
-
-def cosine_curves(run: CacheRun) -> list[dict[str, Any]]:
-    sv = serve_cosine(run)
-    thetas = np.round(np.r_[np.arange(0.80, 0.99, 0.01), 0.99, 0.995], 3)
-    return [with_interval(metrics_at(run, sv, float(t))) for t in thetas]
 
 
 def pair_curves(ps: PairSet, dec: Decision, tau_default: float | None) -> dict[str, Any]:
@@ -119,7 +95,10 @@ def evaluate(calibration: Path, sets: list[str], threads: int, default: float) -
     tau_default = tau_for_target(doc, default)
     out: dict[str, Any] = {"k": k, "floor": floor, "decision": dec.kind, "vetoes": dec.vetoes}
     for name in sets:
-        if name in ("dev", "val"):
+        cal_report = calibration_report(calibration)
+        if name == "val" and cal_report is not None:  # measured once, by the calibration run
+            out[name] = cal_report["val_eval"]
+        elif name in ("dev", "val"):
             path = DATA / "qqp_dev.jsonl" if name == "dev" else CACHE / "val.jsonl"
             run = run_cache(read_pairs(path), name, model, k, floor, threads)
             sv = serve(run, dec, floor, doc.get("skip_verification_above"))
@@ -134,6 +113,16 @@ def evaluate(calibration: Path, sets: list[str], threads: int, default: float) -
             split = "mrpc_test" if name == "mrpc" else "generalisation"
             out[name] = pair_curves(pair_set(path, split, model, threads), dec, tau_default)
     return out
+
+
+def calibration_report(calibration: Path) -> dict[str, Any] | None:
+    """The calibration run's report when it belongs to this table (same model sha256)."""
+    path = RUNS / "calibration_report.json"
+    if not path.is_file():
+        return None
+    rep: dict[str, Any] = json.loads(path.read_text())
+    doc = json.loads(calibration.read_text())
+    return rep if rep.get("model_sha256") == doc.get("model_sha256") and "val_eval" in rep else None
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -69,8 +69,8 @@ def draw(report: dict[str, Any], out: Path) -> None:
                             xytext=(4, -10),
                             fontsize=7,
                         )
-        new = report.get("new", {}).get(name)
-        if new:
+        new = report.get("new", {}).get(name) or report.get("old", {}).get(name)
+        if new:  # the cosine curve is the same for both systems
             cos = new["cosine"] if name in ("dev", "val") else new["cosine_curve"]
             xs, ys = points(cos, key)
             ax.plot(xs, ys, "--", color="tab:blue", label="cosine alone")
