@@ -165,9 +165,9 @@ def options(
     for k in ks:
         run = first_k(run4, k)
         for floor in floors:
-            m = extra.cos >= floor
-            X = np.column_stack([extra.logit, extra.cos, extra.feats])[m & (extra.hard == 0)]
-            y = extra.y[m & (extra.hard == 0)].astype(np.float64)
+            m = (extra.cos >= floor) & ((extra.hard & kinds_mask(vetoes)) == 0)
+            X = np.column_stack([extra.logit, extra.cos, extra.feats])[m]
+            y = extra.y[m].astype(np.float64)
             for dec in (
                 Decision("verifier", vetoes=vetoes),
                 fit_combined(run, floor, vetoes, (X, y)),
