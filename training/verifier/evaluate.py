@@ -141,7 +141,9 @@ def main(argv: list[str] | None = None) -> int:
     report: dict[str, Any] = json.loads(args.report.read_text()) if args.report.is_file() else {}
     for system in args.systems:
         cal = args.calibration if system == "new" else args.old
-        report[system] = evaluate(cal, args.sets, args.threads, args.default_target)
+        report.setdefault(system, {}).update(
+            evaluate(cal, args.sets, args.threads, args.default_target)
+        )
         for name in args.sets:
             part = report[system][name]
             if "per_target" in part:
