@@ -6,7 +6,8 @@ from __future__ import annotations
 
 __all__ = ["ANTONYMS"]
 
-#: Pairs of words that ask opposite things; shared with training's rule-made negatives.
+#: Pairs of words that ask opposite things; training's rule-made negatives use them too
+#: (training/verifier/families.py, with more pairs that are too common to veto).
 ANTONYMS: tuple[tuple[str, str], ...] = (
     ("ascending", "descending"),
     ("before", "after"),
