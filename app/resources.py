@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import redis.asyncio as aioredis
 
+from app.kvrouting import open_kv_routing
 from config.settings import Settings
 from deja.cache.exact.base import ExactStore
 from deja.cache.exact.disk import FILE_NAME as DISK_FILE
@@ -62,6 +63,8 @@ class Replicas:
         metrics.watch_pool(pool)
         api_key = settings.replica_api_key.get_secret_value() if settings.replica_api_key else None
         router = Router(pool, settings.routing_policy, settings.routing_epsilon)
+        router.isolate_prefix_caches = settings.prefix_cache_isolation
+        router.kv = await open_kv_routing(stack, settings, pool, metrics)
         timeout = settings.health_check_timeout_seconds
         admission = Admission(
             router,

@@ -16,6 +16,7 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from config.caching import CacheSettings
+from config.kvrouting import KVRoutingSettings
 from config.rag import RagSettings
 from config.replicas import UpstreamSettings
 
@@ -30,7 +31,7 @@ class ConfigError(ValueError):
     """
 
 
-class Settings(BaseSettings, UpstreamSettings, CacheSettings, RagSettings):
+class Settings(BaseSettings, UpstreamSettings, CacheSettings, RagSettings, KVRoutingSettings):
     """Effective configuration of one gateway process: one model, its fields grouped by concern
     in sections (``config.replicas``, ``config.caching``, ``config.rag``) and here (the server,
     observability, secrets)."""

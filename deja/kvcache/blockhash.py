@@ -32,8 +32,8 @@ from typing import Any, Literal
 import cbor2
 
 __all__ = [
-    "HashAlgo",
     "BlockHasher",
+    "HashAlgo",
     "external_key",
     "hash_function",
 ]
@@ -74,7 +74,7 @@ class BlockHasher:
     its ``--block-size``. Immutable; one per model.
     """
 
-    __slots__ = ("algo", "block_size", "none_hash", "_fn")
+    __slots__ = ("_fn", "algo", "block_size", "none_hash")
 
     def __init__(self, algo: HashAlgo, seed: str, block_size: int) -> None:
         if block_size < 1:

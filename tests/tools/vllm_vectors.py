@@ -112,7 +112,12 @@ CASES = [
     {"name": "salted", "tokens": list(range(1, 50)), "salt": "tenant-a", "lora": None},
     {"name": "salted-other", "tokens": list(range(1, 50)), "salt": "tenant-b", "lora": None},
     {"name": "lora", "tokens": list(range(1, 50)), "salt": "tenant-a", "lora": 7},
-    {"name": "big-ids", "tokens": [151643, 0, 2**31 - 1, 65535, 300] * 7, "salt": None, "lora": None},
+    {
+        "name": "big-ids",
+        "tokens": [151643, 0, 2**31 - 1, 65535, 300] * 7,
+        "salt": None,
+        "lora": None,
+    },
 ]
 
 

@@ -126,7 +126,9 @@ def test_decoding_the_map_form_of_later_releases() -> None:
     assert batch.events == [Stored([1, 2], 9, 32, 16, None), Removed([1])]
 
 
-@pytest.mark.parametrize("payload", [b"\xc1", b"\x93\x01\x02\x03", b"\x92\x01\x91\x93\xa3Bad\x01\x02"])
+@pytest.mark.parametrize(
+    "payload", [b"\xc1", b"\x93\x01\x02\x03", b"\x92\x01\x91\x93\xa3Bad\x01\x02"]
+)
 def test_garbage_is_a_wire_error(payload: bytes) -> None:
     with pytest.raises(WireError):
         decode_batch(payload)

@@ -1,0 +1,208 @@
+"""Routing by resident prefix: the replica that holds the longest part of the prompt, against
+its load, with the bounded-load guarantee of the ring kept.
+
+For a request of a model in ``kv_models`` the route step computes the prompt's block keys
+(:mod:`deja.routing.kvmatch`) and hands them to the router inside a :class:`RouteKey` (the
+prefix key as before, so every signature on the request path stays a ``str``). The router
+then asks :meth:`KVRouting.order`:
+
+1. every usable replica's resident prefix ``h_r`` (blocks, from its KV index) and its
+   bounded-load capacity ``c_r = ceil((1 + ε)(T + 1) w_r / W)`` (as :mod:`deja.routing.ring`);
+2. when no replica holds even the first block, the ring decides (a new prefix gets a stable
+   home, so its next requests find it there);
+3. otherwise among the replicas below capacity (all, if none is) the highest
+   ``score = h_r·block_size / prompt_tokens − λ·load_r / c_r − μ·kv_use_r``
+   (λ = ``kv_route_load_weight``, μ = ``kv_route_kv_weight``, ``kv_use`` from the last scrape,
+   ignored when older than ``STALE_SCRAPES`` intervals) goes first, the rest in score order for
+   failover. ``X-Deja-Route: resident;tokens=N`` says how many prompt tokens it holds.
+
+The cache salt travels in the same key: :meth:`Upstream` writes it into the body it sends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from deja.kvcache.blockhash import BlockHasher
+from deja.routing.kvevents import EventEndpoints, KVEvents
+from deja.routing.kvindex import KVIndex
+from deja.routing.kvmatch import BlockMatch, PromptBlocks, TemplateName
+
+if TYPE_CHECKING:
+    from deja.replicas.pool import Replica, ReplicaPool
+
+__all__ = ["KVRouting", "ModelSpec", "RouteKey", "Scored"]
+
+log = logging.getLogger("deja.kvroute")
+
+_CEIL_SLACK = 1e-9
+
+
+class RouteKey(str):
+    """A prefix key (``""`` when the request has none) with what routing by residency and
+    tenant isolation need: the prompt's block keys (None: not computable) and the salt."""
+
+    blocks: BlockMatch | None
+    salt: str | None
+
+    def __new__(cls, key: str | None, blocks: BlockMatch | None, salt: str | None) -> RouteKey:
+        self = super().__new__(cls, key or "")
+        self.blocks = blocks
+        self.salt = salt
+        return self
+
+
+class Scored:
+    """One replica's standing for one request (kept for tests and the bench)."""
+
+    __slots__ = ("blocks", "capacity", "replica", "score")
+
+    def __init__(self, replica: Replica, blocks: int, capacity: int, score: float) -> None:
+        self.replica, self.blocks, self.capacity, self.score = replica, blocks, capacity, score
+
+
+class ModelSpec:
+    """What matching one model's prompts needs (built from ``KVModelSettings``)."""
+
+    def __init__(
+        self, tokenizer: str, template: TemplateName, block_size: int, algo: str, seed: str
+    ) -> None:
+        hasher = BlockHasher(algo, seed, block_size)  # type: ignore[arg-type]
+        self.blocks = PromptBlocks.from_file(tokenizer, template, hasher)
+
+
+class KVRouting:
+    """The KV index, its event subscribers, the per-model prompt matchers and the scoring."""
+
+    def __init__(
+        self,
+        models: Mapping[str, ModelSpec],
+        endpoints_of: Callable[[str], EventEndpoints | None],
+        *,
+        load_weight: float = 1.0,
+        kv_weight: float = 0.25,
+        max_blocks: int = 2_000_000,
+        stale_tokens: int = 1024,
+        on_drop: Callable[[str, str], None] | None = None,
+    ) -> None:
+        self.models = dict(models)
+        self.index = KVIndex(max_blocks)
+        self.drops: dict[tuple[str, str], int] = {}
+        self.events = KVEvents(
+            self.index, endpoints_of, on_drop=on_drop or self._count_drop, stale_tokens=stale_tokens
+        )
+        self.load_weight = load_weight
+        self.kv_weight = kv_weight
+
+    def _count_drop(self, replica: str, reason: str) -> None:
+        key = (urlsplit(replica).netloc or replica, reason)
+        self.drops[key] = self.drops.get(key, 0) + 1
+
+    # ------------------------------------------------------------------ request path
+
+    def key(
+        self,
+        endpoint: str,
+        body: Mapping[str, Any],
+        model: str,
+        prefix_key: str | None,
+        salt: str | None,
+    ) -> str | None:
+        """The routing key of a request: a :class:`RouteKey` when there is something to
+        route or salt by, else the plain prefix key."""
+        spec = self.models.get(model)
+        blocks = spec.blocks.match(endpoint, body, salt) if spec is not None else None
+        if blocks is None and salt is None:
+            return prefix_key
+        return RouteKey(prefix_key, blocks, salt)
+
+    def order(
+        self,
+        usable: Sequence[Replica],
+        blocks: BlockMatch,
+        loads: Mapping[str, int],
+        epsilon: float,
+        stale_after: float,
+        now: float,
+    ) -> tuple[list[Replica], int] | None:
+        """Replicas in score order and the resident tokens of the first, or None when none
+        holds the prompt's first block (the ring decides)."""
+        keys = blocks.keys
+        total = sum(loads.get(r.url, 0) for r in usable)
+        weight = sum(r.weight for r in usable)
+        scale = (1.0 + epsilon) * (total + 1) / weight if math.isfinite(epsilon) else math.inf
+        scored: list[Scored] = []
+        best_hit = 0
+        for replica in usable:
+            index = self.index.get(replica.url)
+            hit = index.match(keys) if index is not None else 0
+            best_hit = max(best_hit, hit)
+            cap = math.ceil(scale * replica.weight - _CEIL_SLACK) if math.isfinite(scale) else 0
+            load = loads.get(replica.url, 0)
+            share = hit * blocks.block_size / max(blocks.prompt_tokens, 1)
+            metrics = replica.metrics
+            kv = metrics.kv_cache_usage if now - metrics.scraped_at <= stale_after else 0.0
+            pressure = load / cap if cap else 0.0
+            scored.append(
+                Scored(replica, hit, cap, share - self.load_weight * pressure - self.kv_weight * kv)
+            )
+        if best_hit == 0:
+            return None
+        room = [s for s in scored if not s.capacity or loads.get(s.replica.url, 0) < s.capacity]
+        ranked = sorted(room or scored, key=lambda s: (-s.score, s.replica.url))
+        rest = sorted(
+            (s for s in scored if s not in ranked), key=lambda s: (-s.score, s.replica.url)
+        )
+        order = [s.replica for s in ranked] + [s.replica for s in rest]
+        return order, ranked[0].blocks * blocks.block_size
+
+    # ------------------------------------------------------------------ background
+
+    async def watch(self, pool: ReplicaPool, interval: float) -> None:
+        """Follow the pool's membership and run the scrape-time checks every ``interval``."""
+        while True:
+            self.check(pool)
+            await asyncio.sleep(interval)
+
+    def check(self, pool: ReplicaPool) -> None:
+        self.events.sync(r.url for r in pool.replicas)
+        for replica in pool.replicas:
+            metrics = replica.metrics
+            self.events.check(
+                replica.url,
+                healthy=replica.healthy,
+                queries=metrics.prefix_cache_queries,
+                hits=metrics.prefix_cache_hits,
+            )
+
+    def report(self, url: str) -> dict[str, object] | None:
+        """The ``kv_index`` field of ``/admin/replicas`` (None: no events for it)."""
+        index = self.index.get(url)
+        return None if index is None else index.describe()
+
+    async def close(self) -> None:
+        await self.events.close()
+
+
+def endpoints_from_settings(
+    explicit: Mapping[str, Any], endpoint_template: str, replay_template: str
+) -> Callable[[str], EventEndpoints | None]:
+    """Each replica URL's event endpoints: its ``kv_events`` entry, else the templates with
+    ``{host}`` filled in, else none."""
+
+    def endpoints_of(url: str) -> EventEndpoints | None:
+        entry = explicit.get(url)
+        if entry is not None:
+            return EventEndpoints(entry.endpoint, entry.replay_endpoint, entry.topic)
+        if not endpoint_template:
+            return None
+        host = urlsplit(url).hostname or ""
+        replay = replay_template.format(host=host) if replay_template else None
+        return EventEndpoints(endpoint_template.format(host=host), replay)
+
+    return endpoints_of
