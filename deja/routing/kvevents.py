@@ -226,7 +226,7 @@ class KVEvents:
             return
         uncached = (queries - hits) - (p_queries - p_hits)
         if index.batches == p_batches and uncached >= self.stale_tokens and index.state != "stale":
-            index.state = "stale"
+            index.mark_stale()
             log.warning(
                 "KV index of replica %s is stale: %d uncached prompt tokens served, no events",
                 url,

@@ -56,6 +56,7 @@ class ReplicaIndex:
     drops: int = 0
     last_drop: str | None = None
     block_size: int | None = None
+    _before_stale: IndexState = "partial"
 
     def apply(self, seq: int, batch: DecodedBatch, now: float) -> None:
         """One batch, in sequence order (the subscriber handles gaps first)."""
@@ -72,10 +73,16 @@ class ReplicaIndex:
         self.last_seq = seq
         self.last_batch_at = now
         self.batches += 1
-        if self.state == "stale":
-            self.state = "partial"
+        if self.state == "stale":  # a batch in order again (gaps were checked before it)
+            self.state = self._before_stale
         if len(blocks) > self.max_blocks:
             self.drop(f"more than {self.max_blocks} resident blocks")
+
+    def mark_stale(self) -> None:
+        """Not to be trusted until its next batch (which comes after a gap check)."""
+        if self.state != "stale":
+            self._before_stale = self.state
+            self.state = "stale"
 
     def drop(self, reason: str, *, state: IndexState = "partial") -> None:
         """Forget everything (the replica restarted, events were lost): say so once."""

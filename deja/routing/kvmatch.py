@@ -138,6 +138,10 @@ class PromptBlocks:
     ) -> None:
         if template not in _TEMPLATES:
             raise ValueError(f"unknown chat template {template!r}; known: {', '.join(_TEMPLATES)}")
+        # A tokenizer.json may carry truncation and padding (the verifier's pads to 128): a
+        # replica tokenizes a prompt whole, so both are turned off.
+        tokenizer.no_truncation()
+        tokenizer.no_padding()
         self.tokenizer = tokenizer
         self.template = template
         self._render, self._generation_prompt = _TEMPLATES[template]

@@ -85,6 +85,8 @@ class SimEngine:
             from tokenizers import Tokenizer
 
             encoder = Tokenizer.from_file(config.tokenizer)
+            encoder.no_truncation()  # a replica tokenizes the whole prompt
+            encoder.no_padding()
             self.tokenize = lambda text: encoder.encode(text, add_special_tokens=False).ids
         events = config.kv_events
         self.publisher = KVEventPublisher(events) if events is not None else None
