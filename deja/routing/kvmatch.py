@@ -14,7 +14,9 @@ as Qwen's models use). Jinja templates are not run; a request this cannot render
 with ``chatml``, non-text parts, a batch of prompts, a string completion prompt) gets no keys,
 and the router falls back to the prefix-hash ring for it.
 
-Cost: two memos keep the hot path short. Message texts → token ids (bounded in tokens), and
+Cost: a short last message (under ``SHORT_LAST_MESSAGE`` characters: a new question) is not
+tokenized at all, since its blocks cannot be resident anywhere yet; two memos keep the rest
+short. Message texts → token ids (bounded in tokens), and
 conversation prefixes (the messages so far, with the salt) → the chain state (keys, last
 hash, leftover tokens), so turn N+1 of a conversation tokenizes and hashes only its new
 messages, and a static system prompt is tokenized once. Measured: ``bench/kv_routing.py``.
@@ -38,6 +40,8 @@ __all__ = ["BlockMatch", "PromptBlocks", "TemplateName"]
 TemplateName = Literal["sim", "chatml"]
 
 _DEFAULT_MEMO_TOKENS = 4_000_000
+#: A last message shorter than this (characters, ~256 tokens) is not tokenized (see ``_chat``).
+SHORT_LAST_MESSAGE = 1024
 _DEFAULT_MEMO_KEYS = 1_000_000
 
 
@@ -56,9 +60,25 @@ class _Chain:
     parent: bytes | None
     tail: tuple[int, ...]
     tokens: int
+    #: What each message of the prefix was (its content, or its rendering): a memo hit is
+    #: checked against it, so a hash collision of the cheap signatures costs a miss, never
+    #: wrong keys.
+    source: tuple[Any, ...] = ()
 
 
 _EMPTY = _Chain(array("Q"), None, (), 0)
+_PLAIN = frozenset({"role", "content"})
+
+
+def _identity(message: Any, render: Any) -> tuple[Any, Any]:
+    """A message's memo signature (cheap: never the whole text) and what verifies it."""
+    if isinstance(message, Mapping) and message.keys() <= _PLAIN:
+        content = message.get("content")
+        if isinstance(content, str):
+            head, tail = content[:64], content[-64:]
+            return (message.get("role"), len(content), head, tail), content
+    rendered = render(message)
+    return rendered, rendered
 
 
 class _Unrenderable(Exception):
@@ -177,26 +197,42 @@ class PromptBlocks:
             return None
         if tools and self.template != "sim":  # the simulator ignores tools; real templates don't
             return None
-        texts = [self._render(m) for m in messages]
-        texts.append(self._generation_prompt)
-        # Memo keys: the salt, then every text so far (Python's str hash, cached per object).
+        render = self._render
         marks: list[int] = []
+        sources: list[Any] = []
         mark = hash(salt)
-        for text in texts:
-            mark = hash((mark, text))
+        for message in messages:
+            signature, source = _identity(message, render)
+            mark = hash((mark, signature))
             marks.append(mark)
+            sources.append(source)
         chains = self._chains
         chain, start = _EMPTY, 0
         for i in range(len(marks) - 1, -1, -1):
             found = chains.get(marks[i])
-            if found is not None:
+            if found is not None and all(
+                a is b or a == b for a, b in zip(found.source, sources[: i + 1], strict=True)
+            ):
                 chains.move_to_end(marks[i])
                 chain, start = found, i + 1
                 break
-        for i in range(start, len(texts)):
-            chain = self._extend(chain, self._tokens(texts[i]), salt)
+        last = len(messages) - 1
+        for i in range(start, len(messages)):
+            text = render(messages[i])
+            if i == last and len(text) < SHORT_LAST_MESSAGE:
+                # A short new turn is new text: no replica can hold its blocks yet (a repeat is
+                # the exact cache's), so it is not tokenized now; if the conversation goes on,
+                # the next turn's request tokenizes it as part of its prefix.
+                return _Chain(
+                    chain.keys, chain.parent, chain.tail, chain.tokens + len(text) // 4
+                )
+            chain = self._extend(chain, self._tokens(text), salt)
+            chain = _Chain(
+                chain.keys, chain.parent, chain.tail, chain.tokens, (*chain.source, sources[i])
+            )
             self._remember(marks[i], chain)
-        return chain
+        # A long last message was hashed: the generation prompt closes the chat (not memoised).
+        return self._extend(chain, self._tokens(self._generation_prompt), salt)
 
     # ------------------------------------------------------------------ completions
 
@@ -238,7 +274,7 @@ class PromptBlocks:
             keys = array("Q", chain.keys)
             keys.extend(external_key(h) for h in hashes)
             parent = hashes[-1]
-        return _Chain(keys, parent, tokens[full:], chain.tokens + len(ids))
+        return _Chain(keys, parent, tokens[full:], chain.tokens + len(ids), chain.source)
 
     def _remember(self, mark: int, chain: _Chain) -> None:
         chains = self._chains
