@@ -106,7 +106,7 @@ class BlockHasher:
         fn, none_hash = self._fn, self.none_hash
         lora = [lora_id] if lora_id is not None else []
         for begin in range(start, len(tokens) - size + 1, size):
-            keys = lora + [cache_salt] if (begin == 0 and cache_salt) else lora
+            keys = [*lora, cache_salt] if (begin == 0 and cache_salt) else lora
             extra = tuple(keys) if keys else None
             parent = fn((parent or none_hash, tuple(tokens[begin : begin + size]), extra))
             out.append(parent)

@@ -312,7 +312,7 @@ class Upstream:
             reason = route.reason if attempt == 0 else "failover"
             self.metrics.routed(self.router.policy, reason)
             if reason == "resident":
-                reason = f"resident;tokens={route.resident_tokens}"
+                return taken, f"resident;tokens={route.resident_tokens}", response
             return taken, reason, response
         if last is None:
             raise NoHealthyReplicaError("no replica in the route had room for a retry")

@@ -223,9 +223,7 @@ class PromptBlocks:
                 # A short new turn is new text: no replica can hold its blocks yet (a repeat is
                 # the exact cache's), so it is not tokenized now; if the conversation goes on,
                 # the next turn's request tokenizes it as part of its prefix.
-                return _Chain(
-                    chain.keys, chain.parent, chain.tail, chain.tokens + len(text) // 4
-                )
+                return _Chain(chain.keys, chain.parent, chain.tail, chain.tokens + len(text) // 4)
             chain = self._extend(chain, self._tokens(text), salt)
             chain = _Chain(
                 chain.keys, chain.parent, chain.tail, chain.tokens, (*chain.source, sources[i])

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -110,8 +109,8 @@ async def index_of(http: httpx.AsyncClient, gw: str, url: str) -> dict[str, Any]
     return next(r["kv_index"] for r in doc["replicas"] if r["url"] == url)
 
 
-async def until(check: Any, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
+async def until(check: Any, within: float = 5.0) -> None:
+    deadline = time.monotonic() + within
     while not await check():
         assert time.monotonic() < deadline, "condition not reached in time"
         await asyncio.sleep(0.05)
@@ -130,7 +129,10 @@ async def test_resident_prefix_and_the_conversation_are_followed(
         make_gateway(**settings(sims, events, keys)) as (gw, _),
         httpx.AsyncClient(timeout=10) as http,
     ):
-        convo = [{"role": "system", "content": system_prompt(1)}, {"role": "user", "content": "hi"}]
+        convo = [
+            {"role": "system", "content": system_prompt(1)},
+            {"role": "user", "content": "hi"},
+        ]
         first = await ask(http, gw, convo)
         assert first.headers["x-deja-route"] in ("home", "spill")
         holder = replica_url(first, sims)
@@ -139,8 +141,11 @@ async def test_resident_prefix_and_the_conversation_are_followed(
             return (await index_of(http, gw, holder))["resident_blocks"] > 0
 
         await until(indexed)
-        convo += [{"role": "assistant", "content": first.json()["choices"][0]["message"]["content"]},
-                  {"role": "user", "content": "and then?"}]  # fmt: skip
+        answer = first.json()["choices"][0]["message"]["content"]
+        convo += [
+            {"role": "assistant", "content": answer},
+            {"role": "user", "content": "and then?"},
+        ]
         second = await ask(http, gw, convo)
         route = second.headers["x-deja-route"]
         assert route.startswith("resident;tokens="), route
@@ -163,7 +168,8 @@ async def test_two_tenants_with_one_system_prompt_share_no_blocks(
         a = await ask(http, gw, [system, {"role": "user", "content": "q1"}], "alpha")
         await asyncio.sleep(0.3)
         b = await ask(http, gw, [system, {"role": "user", "content": "q2"}], "beta")
-        assert b.headers["x-deja-route"] in ("home", "spill")  # beta's salted keys: resident nowhere
+        # beta's salted keys are resident nowhere
+        assert b.headers["x-deja-route"] in ("home", "spill")
         assert b.json()["usage"]["prompt_tokens_details"]["cached_tokens"] == 0
         await asyncio.sleep(0.3)
         a2 = await ask(http, gw, [system, {"role": "user", "content": "q3"}], "alpha")
@@ -205,7 +211,7 @@ async def test_lost_events_are_replayed_silence_goes_stale_and_a_clear_empties(
         async def stale() -> bool:
             return (await index_of(http, gw, url))["state"] == "stale"
 
-        await until(stale, timeout=3.0)
+        await until(stale, within=3.0)
         assert time.monotonic() - started < 2.0  # health interval 0.2 s (+ scrape lag)
         resp = await ask(http, gw, [{"role": "user", "content": system_prompt(3)}])
         assert not resp.headers["x-deja-route"].startswith("resident")  # not trusted while stale

@@ -29,8 +29,9 @@ import os
 import pickle
 import sys
 import types
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, NewType, Optional, Union
+from typing import Any, NewType, Optional, Union
 
 import cbor2
 import msgspec
@@ -68,7 +69,7 @@ def _take(path: Path, names: tuple[str, ...], namespace: dict[str, Any]) -> None
     if missing:
         raise SystemExit(f"{path}: not found: {sorted(missing)}")
     module = ast.Module(body=wanted, type_ignores=[])
-    exec(compile(module, str(path), "exec"), namespace)  # noqa: S102 - vLLM's own code
+    exec(compile(module, str(path), "exec"), namespace)
 
 
 def load(src: Path) -> dict[str, Any]:
@@ -87,7 +88,7 @@ def load(src: Path) -> dict[str, Any]:
         "logger": logging.getLogger("vllm-vectors"),
         "BlockHash": NewType("BlockHash", bytes),
         "Request": object,
-        "ExternalBlockHash": Union[bytes, int],
+        "ExternalBlockHash": Union[bytes, int],  # noqa: UP007 (vLLM 0.11 spells it so)
     }
     _take(src / "vllm/utils/__init__.py", HASH_FUNCTIONS, ns)
     _take(src / "vllm/v1/core/kv_cache_utils.py", KV_UTILS, ns)
