@@ -190,9 +190,7 @@ def start_cluster(args: argparse.Namespace, ports: list[int], zmq_ports: list[in
     for i, port in enumerate(ports):
         pub, replay = zmq_ports[2 * i], zmq_ports[2 * i + 1]
         sims.append(
-            start_process(
-                f"sim-{port}", sim_cmd(args, i, port, pub, replay), cpu=None, port=port
-            )
+            start_process(f"sim-{port}", sim_cmd(args, i, port, pub, replay), cpu=None, port=port)
         )
         events[f"http://{HOST}:{port}"] = {
             "endpoint": f"tcp://{HOST}:{pub}",
@@ -417,6 +415,22 @@ def micro(args: argparse.Namespace, workload: Workload) -> dict[str, Any]:
         system = req.messages[0]["content"]
         (times if system in seen else times_first).append(spent)
         seen.add(system)
+    # multi-turn: each turn's request tokenizes the previous answer and question (its prefix)
+    chat_blocks = PromptBlocks(Tokenizer.from_file(TOKENIZER), "sim", hasher)
+    vocab = words(random.Random(5))
+    turn_times: list[float] = []
+    for c in range(16):
+        messages = [{"role": "system", "content": text_of(rng, vocab, 400, "App.")}]
+        for t in range(5):
+            messages.append({"role": "user", "content": text_of(rng, vocab, 60, f"C{c}T{t}")})
+            start = time.thread_time_ns()
+            match = chat_blocks.match("chat", {"messages": list(messages)}, "t:bench")
+            assert match is not None
+            for r in replicas:
+                index.replica(r.url).match(match.keys)
+            if t:
+                turn_times.append((time.thread_time_ns() - start) / 1000)
+            messages.append({"role": "assistant", "content": text_of(rng, vocab, 32, "A")})
     # bytes per resident block: a set of 1M random 64-bit keys
     tracemalloc.start()
     keys = {random.getrandbits(64) for _ in range(1_000_000)}
@@ -427,6 +441,8 @@ def micro(args: argparse.Namespace, workload: Workload) -> dict[str, Any]:
         "route_cpu_us_p50": percentile(times, 50),
         "route_cpu_us_p90": percentile(times, 90),
         "route_cpu_us_first_p50": percentile(times_first, 50),
+        "route_cpu_us_multiturn_p50": percentile(turn_times, 50),
+        "route_cpu_us_multiturn_p90": percentile(turn_times, 90),
         "requests_timed": len(times),
         "first_seen_timed": len(times_first),
         "index_bytes_per_block": size / 1_000_000,
@@ -444,7 +460,7 @@ def parse_args() -> argparse.Namespace:
     add("--speed", type=float, default=0.5, help="simulated time multiplier (0.5)")
     add("--kv-blocks", type=int, default=800, help="KV blocks per replica (800)")
     add("--max-num-seqs", type=int, default=8)
-    add("--prefill-ms-per-token", type=float, default=0.1)
+    add("--prefill-ms-per-token", type=float, default=0.6)
     add("--decode-ms-per-token", type=float, default=12.0)
     add("--customers", type=int, default=24)
     add("--context-tokens", type=int, default=1500)
@@ -516,6 +532,9 @@ def report(results: dict[str, Any]) -> str:
             f"routing CPU per miss (block keys with tokenization + scoring over {REPLICAS} "
             f"indexes): p50 {m['route_cpu_us_p50']:.0f} us, p90 {m['route_cpu_us_p90']:.0f} us "
             f"(repeat contexts); first sight of a context p50 {m['route_cpu_us_first_p50']:.0f} us"
+            f"; multi-turn (the previous answer and question tokenized) p50 "
+            f"{m['route_cpu_us_multiturn_p50']:.0f} us, "
+            f"p90 {m['route_cpu_us_multiturn_p90']:.0f} us"
         )
         lines.append(
             f"KV index memory: {m['index_bytes_per_block']:.0f} bytes per resident block = "

@@ -8,13 +8,18 @@ then asks :meth:`KVRouting.order`:
 
 1. every usable replica's resident prefix ``h_r`` (blocks, from its KV index) and its
    bounded-load capacity ``c_r = ceil((1 + ε)(T + 1) w_r / W)`` (as :mod:`deja.routing.ring`);
-2. when no replica holds even the first block, the ring decides (a new prefix gets a stable
-   home, so its next requests find it there);
+2. when no replica holds even the first block: the replica this gateway placed the same
+   prompt prefix on within the last ``PENDING_S`` seconds, if it has room (its events may not
+   have arrived yet: a burst of one new prefix stays together), else the least loaded by the
+   same score (ties in ring order), so a prefix evicted everywhere moves to where there is
+   room instead of back to an overloaded home;
 3. otherwise among the replicas below capacity (all, if none is) the highest
-   ``score = h_r·block_size / prompt_tokens − λ·load_r / c_r − μ·kv_use_r``
-   (λ = ``kv_route_load_weight``, μ = ``kv_route_kv_weight``, ``kv_use`` from the last scrape,
-   ignored when older than ``STALE_SCRAPES`` intervals) goes first, the rest in score order for
-   failover. ``X-Deja-Route: resident;tokens=N`` says how many prompt tokens it holds.
+   ``score = h_r·block_size / prompt_tokens − backlog_r / prompt_tokens − λ·load_r / c_r
+   − μ·kv_use_r`` goes first, the rest in score order for failover. ``backlog_r`` is the
+   prefill this gateway sent ``r`` lately: each routed request adds its uncached tokens, and
+   the sum decays with ``PREFILL_DECAY_S`` (a hit queued behind a long prefill waits for it:
+   the in-flight count alone does not see that). λ = ``kv_route_load_weight``,
+   μ = ``kv_route_kv_weight``; ``kv_use`` from the last scrape, ignored when stale. ``X-Deja-Route: resident;tokens=N`` says how many prompt tokens it holds.
 
 The cache salt travels in the same key: :meth:`Upstream` writes it into the body it sends.
 """
@@ -35,12 +40,18 @@ from deja.routing.kvmatch import BlockMatch, PromptBlocks, TemplateName
 
 if TYPE_CHECKING:
     from deja.replicas.pool import Replica, ReplicaPool
+    from deja.routing.router import RouteReason
 
 __all__ = ["KVRouting", "ModelSpec", "RouteKey", "Scored"]
 
 log = logging.getLogger("deja.kvroute")
 
 _CEIL_SLACK = 1e-9
+#: How long a placement stands in for the events it will cause (a prefill and a publish).
+PENDING_S = 5.0
+#: Time constant of the prefill backlog's decay, seconds (about a long prefill's duration).
+PREFILL_DECAY_S = 1.0
+_PENDING_MAX = 8192
 
 
 class RouteKey(str):
@@ -98,6 +109,8 @@ class KVRouting:
         )
         self.load_weight = load_weight
         self.kv_weight = kv_weight
+        self._pending: dict[int, tuple[str, float]] = {}
+        self._backlog: dict[str, tuple[float, float]] = {}
 
     def _count_drop(self, replica: str, reason: str) -> None:
         key = (urlsplit(replica).netloc or replica, reason)
@@ -129,9 +142,11 @@ class KVRouting:
         epsilon: float,
         stale_after: float,
         now: float,
-    ) -> tuple[list[Replica], int] | None:
-        """Replicas in score order and the resident tokens of the first, or None when none
-        holds the prompt's first block (the ring decides)."""
+        ring: Sequence[str] = (),
+    ) -> tuple[list[Replica], int, RouteReason]:
+        """Replicas in score order, the resident tokens of the first, and why it is first
+        (``resident``, ``home``: a pending placement, ``least_loaded``); ``ring`` is the
+        prefix key's ring order (ties among equal scores follow it)."""
         keys = blocks.keys
         total = sum(loads.get(r.url, 0) for r in usable)
         weight = sum(r.weight for r in usable)
@@ -148,18 +163,39 @@ class KVRouting:
             metrics = replica.metrics
             kv = metrics.kv_cache_usage if now - metrics.scraped_at <= stale_after else 0.0
             pressure = load / cap if cap else 0.0
-            scored.append(
-                Scored(replica, hit, cap, share - self.load_weight * pressure - self.kv_weight * kv)
-            )
-        if best_hit == 0:
-            return None
+            backlog = self._backlog_at(replica.url, now) / max(blocks.prompt_tokens, 1)
+            score = share - backlog - self.load_weight * pressure - self.kv_weight * kv
+            scored.append(Scored(replica, hit, cap, score))
+        rank = {url: i for i, url in enumerate(ring)}
+
+        def key(s: Scored) -> tuple[float, int, str]:
+            return (-s.score, rank.get(s.replica.url, len(rank)), s.replica.url)
+
         room = [s for s in scored if not s.capacity or loads.get(s.replica.url, 0) < s.capacity]
-        ranked = sorted(room or scored, key=lambda s: (-s.score, s.replica.url))
-        rest = sorted(
-            (s for s in scored if s not in ranked), key=lambda s: (-s.score, s.replica.url)
-        )
+        ranked = sorted(room or scored, key=key)
+        reason: RouteReason = "resident" if best_hit else "least_loaded"
+        if not best_hit and keys:
+            pending = self._pending.get(keys[-1])
+            if pending is not None and pending[1] > now:
+                first = next((s for s in ranked if s.replica.url == pending[0]), None)
+                if first is not None:
+                    ranked.remove(first)
+                    ranked.insert(0, first)
+                    reason = "home"
+        rest = sorted((s for s in scored if s not in ranked), key=key)
         order = [s.replica for s in ranked] + [s.replica for s in rest]
-        return order, ranked[0].blocks * blocks.block_size
+        if keys:
+            if len(self._pending) >= _PENDING_MAX:
+                self._pending.clear()
+            self._pending[keys[-1]] = (order[0].url, now + PENDING_S)
+        resident = ranked[0].blocks * blocks.block_size
+        uncached = max(blocks.prompt_tokens - resident, 0)
+        self._backlog[order[0].url] = (self._backlog_at(order[0].url, now) + uncached, now)
+        return order, resident, reason
+
+    def _backlog_at(self, url: str, now: float) -> float:
+        value, at = self._backlog.get(url, (0.0, now))
+        return value * math.exp(-(now - at) / PREFILL_DECAY_S) if now > at else value
 
     # ------------------------------------------------------------------ background
 

@@ -86,10 +86,11 @@ class Router:
         loads = {r.url: r.load(now, interval) for r in usable}
         blocks = getattr(prefix_key, "blocks", None)
         if self.policy == "prefix" and self.kv is not None and blocks is not None:
-            stale_after = interval * 3.0
-            found = self.kv.order(usable, blocks, loads, self.epsilon, stale_after, now)
-            if found is not None:
-                return Route(found[0], "resident", found[1])
+            ring = tuple(self.pool.ring.walk(prefix_key)) if prefix_key else ()
+            order, tokens, why = self.kv.order(
+                usable, blocks, loads, self.epsilon, interval * 3.0, now, ring
+            )
+            return Route(order, why, tokens)
         if self.policy == "prefix" and prefix_key:
             by_url = {r.url: r for r in usable}
             try:

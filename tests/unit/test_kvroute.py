@@ -190,21 +190,42 @@ def match_of(keys: list[int], tokens: int) -> Any:
 def test_the_replica_holding_the_prefix_wins_until_it_reaches_its_bound() -> None:
     kv, (r0, r1, r2) = routing({1, 2, 3, 4}, {1}, set())
     blocks = match_of([1, 2, 3, 4, 5], 80)
-    found = kv.order([r0, r1, r2], blocks, {}, 0.25, 3.0, 0.0)
-    assert found is not None and found[0][0] is r0 and found[1] == 64
+    order, tokens, why = kv.order([r0, r1, r2], blocks, {}, 0.25, 3.0, 0.0)
+    assert order[0] is r0 and tokens == 64 and why == "resident"
     # r0 at its bounded-load capacity: ceil(1.25 * (T + 1) / 3) with T = 8 -> 4
     loads = {r0.url: 4, r1.url: 2, r2.url: 2}
-    found = kv.order([r0, r1, r2], blocks, loads, 0.25, 3.0, 0.0)
-    assert found is not None and found[0][0] is r1 and found[0][-1] is r0
-    assert kv.order([r0, r1, r2], match_of([9, 10], 32), {}, 0.25, 3.0, 0.0) is None
+    order, tokens, why = kv.order([r0, r1, r2], blocks, loads, 0.25, 3.0, 100.0)
+    assert order[0] is r1 and order[-1] is r0 and tokens == 16
+
+
+def test_a_prefix_held_nowhere_goes_to_the_least_loaded_then_stays_there() -> None:
+    kv, (r0, r1, r2) = routing(set(), set(), set())
+    new = match_of([9, 10, 11], 48)
+    ring = (r2.url, r0.url, r1.url)
+    order, tokens, why = kv.order([r0, r1, r2], new, {r2.url: 1}, 0.25, 3.0, 0.0, ring)
+    assert order[0] is r0 and why == "least_loaded" and tokens == 0  # r2 (home) is busier
+    # before r0's events arrive, the same prefix follows its pending placement
+    order, _, why = kv.order([r0, r1, r2], new, {r0.url: 1}, 1.0, 3.0, 0.5, ring)
+    assert order[0] is r0 and why == "home"
+    # much later, nothing pending: ring order breaks the tie among idle replicas
+    order, _, _ = kv.order([r0, r1, r2], match_of([7], 16), {}, 0.25, 3.0, 100.0, ring)
+    assert order[0] is r2
+
+
+def test_a_hit_avoids_a_replica_that_just_took_a_long_prefill() -> None:
+    kv, (r0, r1) = routing({1, 2}, {1, 2})
+    long_miss = match_of([5, 6, 7, 8, 9, 10, 11, 12], 128)
+    kv.order([r0, r1], long_miss, {}, 0.25, 3.0, 0.0, (r0.url, r1.url))  # r0: 128 uncached
+    order, _, why = kv.order([r0, r1], match_of([1, 2], 40), {}, 0.25, 3.0, 0.1)
+    assert order[0] is r1 and why == "resident"
 
 
 def test_load_outweighs_a_small_resident_share() -> None:
     kv, (r0, r1) = routing({1}, set())
     blocks = match_of([1, 2, 3, 4, 5, 6, 7, 8], 128)  # r0 holds 1 of 8 blocks
     loads = {r0.url: 3, r1.url: 0}
-    found = kv.order([r0, r1], blocks, loads, 1.0, 3.0, 0.0)
-    assert found is not None and found[0][0] is r1
+    order, _, _ = kv.order([r0, r1], blocks, loads, 1.0, 3.0, 0.0)
+    assert order[0] is r1
 
 
 def test_salts() -> None:
