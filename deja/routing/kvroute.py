@@ -19,7 +19,8 @@ then asks :meth:`KVRouting.order`:
    prefill this gateway sent ``r`` lately: each routed request adds its uncached tokens, and
    the sum decays with ``PREFILL_DECAY_S`` (a hit queued behind a long prefill waits for it:
    the in-flight count alone does not see that). λ = ``kv_route_load_weight``,
-   μ = ``kv_route_kv_weight``; ``kv_use`` from the last scrape, ignored when stale. ``X-Deja-Route: resident;tokens=N`` says how many prompt tokens it holds.
+   μ = ``kv_route_kv_weight``; ``kv_use`` from the last scrape, ignored when stale.
+   ``X-Deja-Route: resident;tokens=N`` says how many prompt tokens it holds.
 
 The cache salt travels in the same key: :meth:`Upstream` writes it into the body it sends.
 """
@@ -173,7 +174,11 @@ class KVRouting:
 
         room = [s for s in scored if not s.capacity or loads.get(s.replica.url, 0) < s.capacity]
         ranked = sorted(room or scored, key=key)
-        reason: RouteReason = "resident" if best_hit else "least_loaded"
+        # ``resident`` only when the chosen replica holds some of it (a spill off a full one
+        # that holds it is ``spill``)
+        reason: RouteReason = "least_loaded"
+        if best_hit:
+            reason = "resident" if ranked[0].blocks else "spill"
         if not best_hit and keys:
             pending = self._pending.get(keys[-1])
             if pending is not None and pending[1] > now:
