@@ -376,6 +376,28 @@ def summarize(
 # in-process: routing CPU per miss, index memory
 
 
+def multiturn_times(
+    chat_blocks: Any, index: Any, urls: list[str], rng: random.Random
+) -> list[float]:
+    """Thread CPU of turns 2.. of 16 chats: each request tokenizes the previous answer and
+    question (its prefix), then scores."""
+    vocab = words(random.Random(5))
+    turn_times: list[float] = []
+    for c in range(16):
+        messages = [{"role": "system", "content": text_of(rng, vocab, 400, "App.")}]
+        for t in range(5):
+            messages.append({"role": "user", "content": text_of(rng, vocab, 60, f"C{c}T{t}")})
+            start = time.thread_time_ns()
+            match = chat_blocks.match("chat", {"messages": list(messages)}, "t:bench")
+            assert match is not None
+            for url in urls:
+                index.replica(url).match(match.keys)
+            if t:
+                turn_times.append((time.thread_time_ns() - start) / 1000)
+            messages.append({"role": "assistant", "content": text_of(rng, vocab, 32, "A")})
+    return turn_times
+
+
 def micro(args: argparse.Namespace, workload: Workload) -> dict[str, Any]:
     """Thread CPU of the route step's KV part per request (block keys with tokenization,
     scoring over four indexes holding the workload's blocks), and bytes per resident block."""
@@ -415,22 +437,8 @@ def micro(args: argparse.Namespace, workload: Workload) -> dict[str, Any]:
         system = req.messages[0]["content"]
         (times if system in seen else times_first).append(spent)
         seen.add(system)
-    # multi-turn: each turn's request tokenizes the previous answer and question (its prefix)
-    chat_blocks = PromptBlocks(Tokenizer.from_file(TOKENIZER), "sim", hasher)
-    vocab = words(random.Random(5))
-    turn_times: list[float] = []
-    for c in range(16):
-        messages = [{"role": "system", "content": text_of(rng, vocab, 400, "App.")}]
-        for t in range(5):
-            messages.append({"role": "user", "content": text_of(rng, vocab, 60, f"C{c}T{t}")})
-            start = time.thread_time_ns()
-            match = chat_blocks.match("chat", {"messages": list(messages)}, "t:bench")
-            assert match is not None
-            for r in replicas:
-                index.replica(r.url).match(match.keys)
-            if t:
-                turn_times.append((time.thread_time_ns() - start) / 1000)
-            messages.append({"role": "assistant", "content": text_of(rng, vocab, 32, "A")})
+    turn_times = multiturn_times(PromptBlocks(Tokenizer.from_file(TOKENIZER), "sim", hasher),
+                                 index, [r.url for r in replicas], rng)  # fmt: skip
     # bytes per resident block: a set of 1M random 64-bit keys
     tracemalloc.start()
     keys = {random.getrandbits(64) for _ in range(1_000_000)}

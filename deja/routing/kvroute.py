@@ -179,14 +179,8 @@ class KVRouting:
         reason: RouteReason = "least_loaded"
         if best_hit:
             reason = "resident" if ranked[0].blocks else "spill"
-        if not best_hit and keys:
-            pending = self._pending.get(keys[-1])
-            if pending is not None and pending[1] > now:
-                first = next((s for s in ranked if s.replica.url == pending[0]), None)
-                if first is not None:
-                    ranked.remove(first)
-                    ranked.insert(0, first)
-                    reason = "home"
+        if not best_hit and keys and self._follow_pending(ranked, keys[-1], now):
+            reason = "home"
         rest = sorted((s for s in scored if s not in ranked), key=key)
         order = [s.replica for s in ranked] + [s.replica for s in rest]
         if keys:
@@ -197,6 +191,18 @@ class KVRouting:
         uncached = max(blocks.prompt_tokens - resident, 0)
         self._backlog[order[0].url] = (self._backlog_at(order[0].url, now) + uncached, now)
         return order, resident, reason
+
+    def _follow_pending(self, ranked: list[Scored], key: int, now: float) -> bool:
+        """Move the replica this prompt was placed on lately (if it has room) to the front."""
+        pending = self._pending.get(key)
+        if pending is None or pending[1] <= now:
+            return False
+        first = next((s for s in ranked if s.replica.url == pending[0]), None)
+        if first is None:
+            return False
+        ranked.remove(first)
+        ranked.insert(0, first)
+        return True
 
     def _backlog_at(self, url: str, now: float) -> float:
         value, at = self._backlog.get(url, (0.0, now))
