@@ -18,6 +18,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from pydantic_settings.exceptions import SettingsError
 
 from config.caching import CacheSettings
+from config.kvrouting import KVRoutingSettings
 from config.problems import Problem, Sources, problems_from, render, shown, unknown_setting
 from config.rag import RagSettings
 from config.replicas import UpstreamSettings
@@ -43,7 +44,7 @@ class ConfigError(ValueError):
         return cls(render(problems), problems)
 
 
-class Settings(BaseSettings, UpstreamSettings, CacheSettings, RagSettings):
+class Settings(BaseSettings, UpstreamSettings, CacheSettings, RagSettings, KVRoutingSettings):
     """Effective configuration of one gateway process: one model, its fields grouped by concern
     in sections (``config.replicas``, ``config.caching``, ``config.rag``) and here (the server,
     observability, secrets)."""

@@ -65,6 +65,8 @@ class GatewayRequest:
     #: The tenant's cache switch and own θ (from the keys file).
     cache: bool = True
     tenant_threshold: float | None = None
+    #: The tenant shares its vLLM prefix cache with others (no tenant ``cache_salt``).
+    share_prefix_cache: bool = False
     #: ``X-Request-Id`` from the client, or one deja made; echoed and logged.
     request_id: str = ""
     #: The corpus this request retrieves from on a miss (``X-Deja-Corpus``, else the tenant's,
@@ -117,6 +119,7 @@ class GatewayRequest:
             namespace=self.namespace,
             cache=self.cache,
             tenant_threshold=self.tenant_threshold,
+            share_prefix_cache=self.share_prefix_cache,
             request_id=request_id,
             corpus=self.corpus,
             context_id=self.context_id,

@@ -221,6 +221,7 @@ class AdmitStep:
             namespace=headers.get(NAMESPACE_HEADER, ""),
             cache=tenant.cache is not False,
             tenant_threshold=tenant.threshold,
+            share_prefix_cache=tenant.share_prefix_cache,
             corpus=headers.get(CORPUS_HEADER) or tenant.corpus,
             model_corpus=settings.rag_model_corpus,
             default_corpus=settings.rag_default_corpus,

@@ -190,9 +190,8 @@ class ProduceStep:
     def route(self, req: GatewayRequest) -> str | None:
         """6. route: the client's X-Prefix-Hash, else the hash of the prompt's static prefix
         (for a RAG request: the system prompt and the context block)."""
-        if req.prefix_override:
-            return req.prefix_override
-        return prefix_hash(req.endpoint, req.body, self.prefix)
+        key = req.prefix_override or prefix_hash(req.endpoint, req.body, self.prefix)
+        return self.upstream.router.key(req, key)  # + resident blocks, tenant's cache_salt
 
     async def complete(
         self, req: GatewayRequest, lookup: Lookup, rag: Retrieval, prefix_key: str | None

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from sim.gpus import GPU_PROFILES
+from sim.kvevents import KVEventsConfig, parse_kv_events_config
 
 KvCacheDtype = Literal["auto", "fp16", "bfloat16", "fp8"]
 
@@ -130,6 +131,36 @@ class SimConfig(BaseModel):
     seed: int = Field(
         default=0, description="Seed of the error-rate and draft-acceptance random generators."
     )
+    kv_events_config: str = Field(
+        default="",
+        description="vLLM's --kv-events-config JSON: publish KV-cache events over ZMQ, e.g. "
+        '\'{"enable_kv_cache_events": true, "publisher": "zmq", "endpoint": "tcp://*:5557", '
+        '"replay_endpoint": "tcp://*:5558"}\'. Empty: off.',
+    )
+    prefix_caching_hash_algo: Literal["sha256", "sha256_cbor"] = Field(
+        default="sha256", description="vLLM's block-hash function (its flag of the same name)."
+    )
+    hash_seed: str = Field(
+        default="",
+        description="The block-hash seed, as vLLM takes it from PYTHONHASHSEED. Empty: "
+        "$PYTHONHASHSEED, else random (then no router can reproduce the hashes).",
+    )
+    tokenizer: str = Field(
+        default="",
+        description="A local tokenizer.json for prompt tokens (as the gateway tokenizes). "
+        "Empty: the simulator's own word tokenizer.",
+    )
+
+    @field_validator("kv_events_config")
+    @classmethod
+    def _check_kv_events(cls, value: str) -> str:
+        parse_kv_events_config(value)  # raises on bad JSON or unknown keys
+        return value
+
+    @property
+    def kv_events(self) -> KVEventsConfig | None:
+        """The parsed ``kv_events_config``, None when events are off."""
+        return parse_kv_events_config(self.kv_events_config)
 
     @model_validator(mode="before")
     @classmethod

@@ -9,7 +9,7 @@ import hashlib
 import random
 import re
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -86,22 +86,25 @@ def _from_token_ids(ids: list[int]) -> RenderedPrompt:
     return RenderedPrompt(text="<|token_ids|>" + " ".join(map(str, ids)), token_ids=list(ids))
 
 
-def render_completion_prompts(prompt: Any) -> list[RenderedPrompt]:
+def render_completion_prompts(
+    prompt: Any, encode: Callable[[str], list[int]] | None = None
+) -> list[RenderedPrompt]:
     """Render a ``/v1/completions`` ``prompt``: a string, a list of strings, a list of
     token ids, or a list of token-id lists. Returns one :class:`RenderedPrompt` per prompt.
 
     A token-id prompt is used as is for the prefix cache; its text (from which the answer
     derives) is ``"<|token_ids|>"`` followed by the ids separated by spaces.
     """
+    encode = encode or tokenize
     if isinstance(prompt, str):
-        return [RenderedPrompt(text=prompt, token_ids=tokenize(prompt))]
+        return [RenderedPrompt(text=prompt, token_ids=encode(prompt))]
     if isinstance(prompt, list) and prompt:
         if _is_token_list(prompt):
             return [_from_token_ids(prompt)]
         rendered: list[RenderedPrompt] = []
         for item in prompt:
             if isinstance(item, str):
-                rendered.append(RenderedPrompt(text=item, token_ids=tokenize(item)))
+                rendered.append(RenderedPrompt(text=item, token_ids=encode(item)))
             elif _is_token_list(item) and item:
                 rendered.append(_from_token_ids(item))
             else:

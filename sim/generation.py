@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 import orjson
@@ -73,17 +73,17 @@ def _int_param(payload: Mapping[str, Any], name: str, minimum: int) -> int | Non
     return value
 
 
-def _chat_prompt(messages: Any) -> RenderedPrompt:
+def _chat_prompt(messages: Any, encode: Callable[[str], list[int]]) -> RenderedPrompt:
     text = render_chat(messages)
-    return RenderedPrompt(text=text, token_ids=tokenize(text))
+    return RenderedPrompt(text=text, token_ids=encode(text))
 
 
 def _prompts_and_max_tokens(
-    payload: Mapping[str, Any], kind: Kind
+    payload: Mapping[str, Any], kind: Kind, encode: Callable[[str], list[int]]
 ) -> tuple[list[RenderedPrompt], int | None]:
     if kind == "chat":
         try:
-            prompts = [_chat_prompt(payload.get("messages"))]
+            prompts = [_chat_prompt(payload.get("messages"), encode)]
         except PromptError as exc:
             raise BadRequest(str(exc), "messages") from exc
         max_tokens = _int_param(payload, "max_completion_tokens", 1)
@@ -91,7 +91,7 @@ def _prompts_and_max_tokens(
             max_tokens = _int_param(payload, "max_tokens", 1)
     else:
         try:
-            prompts = render_completion_prompts(payload.get("prompt"))
+            prompts = render_completion_prompts(payload.get("prompt"), encode)
         except PromptError as exc:
             raise BadRequest(str(exc), "prompt") from exc
         max_tokens = _int_param(payload, "max_tokens", 1)
@@ -115,9 +115,21 @@ def _generation(
     return generate(prompt.text, room if max_tokens is None else max_tokens, ignore_eos=ignore_eos)
 
 
-def parse_job(payload: Mapping[str, Any], kind: Kind, max_model_len: int) -> Job:
-    """Validate a generation request body into a :class:`Job`; raise :class:`BadRequest`."""
-    prompts, max_tokens = _prompts_and_max_tokens(payload, kind)
+def parse_job(
+    payload: Mapping[str, Any],
+    kind: Kind,
+    max_model_len: int,
+    encode: Callable[[str], list[int]] = tokenize,
+) -> Job:
+    """Validate a generation request body into a :class:`Job`; raise :class:`BadRequest`.
+
+    ``encode`` is the replica's tokenizer. ``cache_salt`` (vLLM's extra field) must be a
+    non-empty string: it goes into the first block's hash, so only requests with the same salt
+    share cached blocks."""
+    salt = payload.get("cache_salt")
+    if salt is not None and (not isinstance(salt, str) or not salt):
+        raise BadRequest("'cache_salt' must be a non-empty string", "cache_salt")
+    prompts, max_tokens = _prompts_and_max_tokens(payload, kind, encode)
     n = _int_param(payload, "n", 1) or 1
     if n > _MAX_N:
         raise BadRequest(f"'n' must be <= {_MAX_N}", "n")
@@ -130,7 +142,7 @@ def parse_job(payload: Mapping[str, Any], kind: Kind, max_model_len: int) -> Job
     for prompt in prompts:
         generation = _generation(prompt, max_tokens, max_model_len, ignore_eos)  # length check
         generations.extend([judged or generation] * n)
-    return Job(kind, prompts, generations, n, stream, include_usage)
+    return Job(kind, prompts, generations, n, stream, include_usage, cache_salt=salt)
 
 
 # -------------------------------------------------------------------- handlers
@@ -178,12 +190,14 @@ class GenerationHandlers(SimHandlers):
                 code="model_not_found",
             )
         try:
-            job = parse_job(payload, kind, self.config.max_model_len)
+            job = parse_job(payload, kind, self.config.max_model_len, self.engine.tokenize)
         except BadRequest as exc:
             return self.error(400, exc.message, param=exc.param)
         for prompt in job.prompts:
             tokens = prompt.token_ids
-            cached = self.engine.lookup_prefix(tokens)
+            hashes = self.engine.prompt_hashes(tokens, job.cache_salt)
+            job.prompt_hashes.append(hashes)
+            cached = self.engine.lookup_prefix(hashes, len(tokens))
             job.prompt_tokens += len(tokens)
             job.cached_tokens += cached
             job.prompt_cached.append(cached)
@@ -213,8 +227,14 @@ class GenerationHandlers(SimHandlers):
     async def engine_run(self, job: Job) -> AsyncIterator[Ticket]:
         """Submit one sequence per choice to the engine; abort the unfinished ones on exit."""
         seqs = [
-            Seq(prompt_len=len(prompt.token_ids), max_output=gen.num_tokens, cached=cached)
-            for prompt, cached, gens in job.by_prompt()
+            Seq(
+                prompt_len=len(prompt.token_ids),
+                max_output=gen.num_tokens,
+                cached=cached,
+                hashes=job.prompt_hashes[i] if i < len(job.prompt_hashes) else None,
+                token_ids=prompt.token_ids,
+            )
+            for i, (prompt, cached, gens) in enumerate(job.by_prompt())
             for gen in gens
         ]
         ticket = self.engine.submit(seqs)

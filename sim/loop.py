@@ -9,12 +9,17 @@ The same :class:`~sim.scheduler.Scheduler` runs without sleeping in
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import os
+import time
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
+from deja.kvcache.blockhash import BlockHasher
+from deja.kvcache.wire import KVEventBatch
 from sim.config import SimConfig
 from sim.cost import StepCost
-from sim.engine import PrefixCache
+from sim.engine import tokenize
+from sim.kvevents import KVEventPublisher
 from sim.scheduler import Scheduler, Seq, SeqState, StepOutcome
 
 __all__ = ["SimEngine", "StepObserver", "Ticket"]
@@ -61,17 +66,30 @@ class Ticket:
 
 
 class SimEngine:
-    """State of one simulated replica: its prefix cache, scheduler and engine-loop task.
+    """State of one simulated replica: its scheduler (whose block pool is the prefix cache),
+    block hasher, tokenizer, KV-event publisher and engine-loop task.
 
     The loop task runs only while there is work: it is started by :meth:`submit` and ends when
-    the last sequence finishes, so an idle replica holds no task.
+    the last sequence finishes, so an idle replica holds no task. The publisher (with
+    ``--kv-events-config``) binds its sockets here; :meth:`close` releases them.
     """
 
     def __init__(self, config: SimConfig) -> None:
         self.config = config
         self.cost = StepCost.from_config(config)
-        self.cache = PrefixCache(config.block_size, config.kv_blocks)
         self.scheduler = Scheduler.from_config(config)
+        seed = config.hash_seed or os.environ.get("PYTHONHASHSEED") or os.urandom(16).hex()
+        self.hasher = BlockHasher(config.prefix_caching_hash_algo, seed, config.block_size)
+        self.tokenize: Callable[[str], list[int]] = tokenize
+        if config.tokenizer:
+            from tokenizers import Tokenizer
+
+            encoder = Tokenizer.from_file(config.tokenizer)
+            encoder.no_truncation()  # a replica tokenizes the whole prompt
+            encoder.no_padding()
+            self.tokenize = lambda text: encoder.encode(text, add_special_tokens=False).ids
+        events = config.kv_events
+        self.publisher = KVEventPublisher(events) if events is not None else None
         self.observer: StepObserver | None = None
         self._task: asyncio.Task[None] | None = None
 
@@ -91,11 +109,35 @@ class SimEngine:
         """Blocks held by running sequences over ``kv_blocks``, 0..1."""
         return self.scheduler.kv_usage()
 
-    def lookup_prefix(self, tokens: Sequence[int]) -> int:
-        """Prompt tokens found in the prefix cache (0 when prefix caching is off)."""
+    def prompt_hashes(self, tokens: Sequence[int], cache_salt: str | None) -> list[bytes] | None:
+        """vLLM's block hashes of a prompt (None when prefix caching is off)."""
         if not self.config.enable_prefix_caching:
+            return None
+        return self.hasher.chain(tokens, cache_salt=cache_salt)
+
+    def lookup_prefix(self, hashes: Sequence[bytes] | None, prompt_len: int) -> int:
+        """Prompt tokens cached right now (a peek: the scheduler looks again when it
+        schedules the sequence, and that is what the prefix-cache counters count)."""
+        if not hashes:
             return 0
-        return self.cache.lookup_and_insert(tokens)
+        limit = (prompt_len - 1) // self.config.block_size
+        return self.scheduler.pool.peek(hashes[:limit]) * self.config.block_size
+
+    def reset_prefix_cache(self) -> bool:
+        """vLLM's ``POST /reset_prefix_cache``: False while a sequence holds blocks."""
+        done = self.scheduler.pool.reset()
+        self._flush_events()
+        return done
+
+    def close(self) -> None:
+        """Stop the KV-event publisher (its sockets and thread)."""
+        if self.publisher is not None:
+            self.publisher.close()
+
+    def _flush_events(self) -> None:
+        events = self.scheduler.pool.drain()
+        if events and self.publisher is not None:
+            self.publisher.publish(KVEventBatch(ts=time.time(), events=events))
 
     def submit(self, seqs: Sequence[Seq]) -> Ticket:
         """Queue a request's sequences; their tokens come as the loop's steps end."""
@@ -138,6 +180,8 @@ class SimEngine:
                 steps += 1
                 now = loop.time()
                 outcome = scheduler.commit(plan, now)
+                if scheduler.pool.events:
+                    self._flush_events()
                 if self.observer is not None:
                     self.observer.observe_step(outcome, now)
                 for seq, _ in outcome.emitted:

@@ -126,6 +126,8 @@ class SimMetrics:
         self._model = model
         self._define_latencies()
         self._preemptions_seen = 0
+        self._queries_seen = 0
+        self._hits_seen = 0
         self.spec: tuple[Counter, Counter, Counter] | None = None
         if engine.config.spec_tokens:
             self.spec = (
@@ -165,17 +167,25 @@ class SimMetrics:
         return histogram.labels(model_name=self._model)
 
     def record_prompt(self, prompt_tokens: int, cached_tokens: int) -> None:
-        """Count a prompt's tokens and its prefix-cache query and hit tokens."""
+        """Count a prompt's tokens (the prefix-cache counters come from the block pool, which
+        counts a prompt when it is first scheduled, as vLLM does)."""
         self.prompt_tokens.inc(prompt_tokens)
-        self.prefix_cache_queries.inc(prompt_tokens)
-        self.prefix_cache_hits.inc(cached_tokens)
 
     def sync_preemptions(self) -> None:
-        """Bring ``vllm:num_preemptions_total`` up to the engine's count."""
+        """Bring ``vllm:num_preemptions_total`` and the prefix-cache counters up to the
+        engine's counts."""
         new = self.engine.num_preemptions - self._preemptions_seen
         if new > 0:
             self.num_preemptions.inc(new)
             self._preemptions_seen += new
+        pool = self.engine.scheduler.pool
+        queries, hits = pool.queries - self._queries_seen, pool.hits - self._hits_seen
+        if queries > 0:
+            self.prefix_cache_queries.inc(queries)
+            self._queries_seen = pool.queries
+        if hits > 0:
+            self.prefix_cache_hits.inc(hits)
+            self._hits_seen = pool.hits
 
     def observe_step(self, outcome: StepOutcome, now: float) -> None:
         """Tokens, first-token and inter-token times of one engine step (the engine calls it)."""

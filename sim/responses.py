@@ -45,6 +45,9 @@ class Job:
     cached_tokens: int = 0
     prompt_cached: list[int] = field(default_factory=list)
     """Prefix-cache hit of each prompt, in tokens."""
+    cache_salt: str | None = None
+    prompt_hashes: list[list[bytes] | None] = field(default_factory=list)
+    """vLLM block hashes of each prompt (None: prefix caching off)."""
 
     def by_prompt(self) -> Iterator[tuple[RenderedPrompt, int, list[Generation]]]:
         """Each prompt with its cache hit and its ``n`` generations."""

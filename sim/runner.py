@@ -80,12 +80,13 @@ class SimCluster:
         """Stop all servers (in-flight requests get a short grace period)."""
         for server in self.servers:
             server.should_exit = True
-        if not self.tasks:
-            return
-        _, pending = await asyncio.wait(self.tasks, timeout=_STOP_TIMEOUT_S)
-        for task in pending:
-            task.cancel()
-        await asyncio.gather(*self.tasks, return_exceptions=True)
+        if self.tasks:
+            _, pending = await asyncio.wait(self.tasks, timeout=_STOP_TIMEOUT_S)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*self.tasks, return_exceptions=True)
+        for app in self.apps:
+            app.state.sim.engine.close()  # the KV-event publisher's sockets and thread
 
     async def __aenter__(self) -> SimCluster:
         return self

@@ -18,19 +18,24 @@ time has passed):
    finishes and frees its blocks.
 
 This is how vLLM's ``vllm/v1/core/sched/scheduler.py`` behaves with the default FCFS policy.
-Simplifications: a prompt's prefix-cache hit (``Seq.cached``, looked up once when it
-arrives) is held as blocks of its own (vLLM shares them between sequences), and a recompute
-after a preemption does not look in the prefix cache again (vLLM may find the freed blocks
-still cached). A sequence that cannot fit even alone in the KV cache is cut short.
+KV blocks live in a :class:`~sim.blocks.BlockPool` as in vLLM: a sequence with block
+hashes (``Seq.hashes``: the HTTP simulator's requests) looks up the prefix cache each time it
+is scheduled from the waiting queue (so a recompute after a preemption finds its freed blocks
+if they are still cached), shares the cached blocks, and caches its full prompt blocks once
+computed; freed blocks stay cached until the allocator evicts them (LRU). A sequence without
+hashes (``deja tune``'s closed loop) starts with ``Seq.cached`` tokens counted as computed,
+held in blocks of its own. A sequence that cannot fit even alone in the KV cache is cut short.
 """
 
 from __future__ import annotations
 
 import random
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from sim.blocks import BlockPool
 from sim.config import SimConfig
 
 __all__ = ["Scheduler", "Seq", "SeqState", "StepOutcome", "StepPlan"]
@@ -56,9 +61,15 @@ class Seq:
     arrival: float = 0.0
     owner: Any = None
     """Whatever the driver attaches (the HTTP server's ticket)."""
+    hashes: list[bytes] | None = None
+    """vLLM block hashes of the prompt's full blocks: the prefix cache is used when given."""
+    token_ids: Sequence[int] = ()
+    """The prompt's token ids (for the KV events' ``token_ids``)."""
     computed: int = 0
     output: int = 0
-    blocks: int = 0
+    block_ids: list[int] = field(default_factory=list)
+    stored: int = 0
+    """Leading blocks of ``block_ids`` that are in the prefix cache (shared or cached)."""
     first_token_at: float = -1.0
     last_token_at: float = -1.0
     prev_token_at: float = -1.0
@@ -109,6 +120,7 @@ class Scheduler:
         spec_tokens: int = 0,
         spec_acceptance: float = 0.0,
         seed: int = 0,
+        publish_events: bool = False,
     ) -> None:
         if min(max_num_seqs, max_num_batched_tokens, block_size, num_blocks) < 1:
             raise ValueError("scheduler limits must be >= 1")
@@ -121,7 +133,7 @@ class Scheduler:
         self._rng = random.Random(seed)
         self.running: list[Seq] = []
         self.waiting: deque[Seq] = deque()
-        self.used_blocks = 0
+        self.pool = BlockPool(num_blocks, block_size, publish=publish_events)
         self.num_preemptions = 0
         self._cut: list[Seq] = []
 
@@ -136,6 +148,7 @@ class Scheduler:
             spec_tokens=config.spec_tokens,
             spec_acceptance=config.spec_acceptance,
             seed=config.seed,
+            publish_events=config.kv_events is not None,
         )
 
     # ------------------------------------------------------------------ queue
@@ -158,9 +171,15 @@ class Scheduler:
     def has_work(self) -> bool:
         return bool(self.running or self.waiting or self._cut)
 
+    @property
+    def used_blocks(self) -> int:
+        """Blocks held by sequences."""
+        return self.pool.used
+
     def kv_usage(self) -> float:
-        """Blocks held by running sequences over all blocks (vLLM's ``kv_cache_usage_perc``)."""
-        return min(self.used_blocks / self.num_blocks, 1.0)
+        """Blocks held by running sequences over all blocks (vLLM's ``kv_cache_usage_perc``:
+        cached blocks no sequence holds count as free)."""
+        return min(self.pool.used / self.num_blocks, 1.0)
 
     # ------------------------------------------------------------------ one step
 
@@ -222,17 +241,26 @@ class Scheduler:
         running = self.running
         while waiting and budget > 0 and len(running) < self.max_num_seqs:
             seq = waiting[0]
-            if not seq.started:
-                seq.started = True
+            if seq.hashes is not None:
+                if not seq.block_ids:
+                    self._lookup(seq)
+            elif not seq.started:
                 seq.computed = min(seq.cached, seq.prompt_len - 1)
             n = min(seq.prompt_len + seq.output - seq.computed, budget)
             if not self._allocate(seq, seq.computed + n):
+                self._free(seq)  # shared prefix blocks too: it looks them up again later
                 if not running:
                     waiting.popleft()
                     self._cut_short(seq)
                     continue
                 return
             waiting.popleft()
+            if seq.hashes is not None and not seq.started:
+                # vLLM's prefix-cache counters count a request when it is first scheduled
+                self.pool.queries += seq.prompt_len
+                self.pool.hits += seq.computed
+                seq.cached = seq.computed
+            seq.started = True
             seq.state = SeqState.RUNNING
             running.append(seq)
             plan.items.append((seq, n, 0))
@@ -256,6 +284,8 @@ class Scheduler:
                 count += accepted
             else:
                 seq.computed += n
+                if seq.hashes:
+                    self._cache_computed(seq)
                 if seq.computed < seq.prompt_len + seq.output:
                     continue  # a prefill chunk: nothing sampled yet
             count = min(count, seq.max_output - seq.output)
@@ -279,19 +309,36 @@ class Scheduler:
 
     # ------------------------------------------------------------------ blocks
 
+    def _lookup(self, seq: Seq) -> None:
+        """Share the cached blocks of ``seq``'s prompt prefix (at least one prompt token is
+        always computed, as in vLLM)."""
+        assert seq.hashes is not None
+        limit = (seq.prompt_len - 1) // self.block_size
+        seq.block_ids = self.pool.take_prefix(seq.hashes, limit)
+        seq.stored = len(seq.block_ids)
+        seq.computed = seq.stored * self.block_size
+
+    def _cache_computed(self, seq: Seq) -> None:
+        assert seq.hashes is not None
+        full = min(seq.computed // self.block_size, len(seq.hashes), len(seq.block_ids))
+        if full > seq.stored:
+            self.pool.cache(seq.block_ids, seq.hashes, seq.token_ids, seq.stored, full)
+            seq.stored = full
+
     def _allocate(self, seq: Seq, tokens: int) -> bool:
-        need = -(-tokens // self.block_size) - seq.blocks
+        need = -(-tokens // self.block_size) - len(seq.block_ids)
         if need <= 0:
             return True
-        if self.used_blocks + need > self.num_blocks:
+        blocks = self.pool.allocate(need)
+        if blocks is None:
             return False
-        seq.blocks += need
-        self.used_blocks += need
+        seq.block_ids.extend(blocks)
         return True
 
     def _free(self, seq: Seq) -> None:
-        self.used_blocks -= seq.blocks
-        seq.blocks = 0
+        self.pool.release(seq.block_ids)
+        seq.block_ids = []
+        seq.stored = 0
 
     def _cut_short(self, seq: Seq) -> None:
         seq.state = SeqState.FINISHED

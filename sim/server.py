@@ -78,7 +78,21 @@ class ServiceHandlers(SimHandlers):
                 state.faults = FaultSettings.model_validate({**state.faults.model_dump(), **update})
             except ValidationError as exc:
                 return self.error(400, f"Invalid fault settings: {exc}")
+            publisher = self.engine.publisher
+            if publisher is not None:
+                publisher.drop, publisher.paused = (
+                    state.faults.kv_events_drop,
+                    state.faults.kv_events_paused,
+                )
+                state.faults.kv_events_drop = 0  # consumed by the publisher
         return json_response(state.faults.model_dump(), 200, self.replica_header)
+
+    async def reset_prefix_cache(self, request: Request) -> Response:
+        """``POST /reset_prefix_cache`` (vLLM's): drop every cached block (AllBlocksCleared);
+        409 while sequences hold blocks."""
+        if not self.engine.reset_prefix_cache():
+            return self.error(409, "Cannot reset the prefix cache while requests run.")
+        return Response(status_code=200, headers=self.replica_header)
 
 
 def create_sim_app(config: SimConfig) -> Starlette:
@@ -109,6 +123,7 @@ def create_sim_app(config: SimConfig) -> Starlette:
         Route("/health", svc.health, methods=["GET"]),
         Route("/metrics", svc.metrics_endpoint, methods=["GET"]),
         Route("/sim/faults", svc.sim_faults, methods=["GET", "PUT"]),
+        Route("/reset_prefix_cache", svc.reset_prefix_cache, methods=["POST"]),
     ]
     app = Starlette(routes=routes)
     app.state.sim = state

@@ -31,6 +31,10 @@ class FaultSettings(BaseModel):
     error_status: int = Field(default=500, ge=400, le=599)
     added_latency_ms: float = Field(default=0.0, ge=0.0)
     stall_ms: float = Field(default=0.0, ge=0.0)
+    kv_events_drop: int = Field(default=0, ge=0)
+    """Leave this many next KV event batches off the PUB socket (a replay still has them)."""
+    kv_events_paused: bool = False
+    """Publish no KV events at all (and buffer none) until set back."""
 
 
 @dataclass

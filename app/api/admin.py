@@ -93,6 +93,7 @@ def _replica_report(gateway: Gateway) -> dict[str, Any]:
     pool = gateway.pool
     now = time.monotonic()
     shares = pool.ring.share_of_keys()
+    kv = gateway.upstream.router.kv
     replicas = []
     for r in pool.replicas:
         scraped = r.metrics.scraped_at
@@ -127,6 +128,7 @@ def _replica_report(gateway: Gateway) -> dict[str, Any]:
                 "share_of_keys": round(shares.get(r.url, 0.0), 4),
                 "models": [m.get("id") for m in r.models],
                 "last_error": r.last_error,
+                "kv_index": kv.report(r.url) if kv is not None else None,
             }
         )
     router_ = gateway.upstream.router

@@ -8,6 +8,7 @@ import logging
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 
+from app.wiring.kv import open_kv_routing
 from config.settings import Settings
 from deja.observability.metrics import Metrics
 from deja.upstream.admission import Admission
@@ -52,6 +53,8 @@ class Replicas:
         metrics.watch_replicas(pool.samples)
         api_key = settings.replica_api_key.get_secret_value() if settings.replica_api_key else None
         router = Router(pool, settings.routing_policy, settings.routing_epsilon)
+        router.isolate_prefix_caches = settings.prefix_cache_isolation
+        router.kv = await open_kv_routing(stack, settings, pool, metrics)
         timeout = settings.health_check_timeout_seconds
         admission = Admission(
             router,

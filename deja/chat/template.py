@@ -82,22 +82,38 @@ def _content(content: Any, strict: bool) -> Iterator[Segment]:
         raise PromptError("message content must be a string, null or a list of parts")
 
 
+#: The generation prompt that ends every rendered chat.
+GENERATION_PROMPT = "<|assistant|>\n"
+
+
+def message_segments(message: Any, *, strict: bool = False) -> Iterator[Segment]:
+    """One message's pieces of the rendered prompt (see :func:`chat_segments`)."""
+    if not isinstance(message, Mapping):
+        if strict:
+            raise PromptError("each message must be an object")
+        return
+    yield f"<|{_tag(message, strict)}|>\n", None
+    yield from _content(message.get("content"), strict)
+    tool_calls = message.get("tool_calls")
+    if tool_calls:
+        yield f"[tool_calls {canonical(tool_calls).decode()}]", None
+    yield "\n", None
+
+
 def chat_segments(messages: list[Any], *, strict: bool = False) -> Iterator[Segment]:
     """The rendered prompt, piece by piece. Lenient by default (what is not a message or a
     part is skipped: the gateway keys requests it has not fully validated); ``strict`` raises
     ``PromptError`` instead."""
     for message in messages:
-        if not isinstance(message, Mapping):
-            if strict:
-                raise PromptError("each message must be an object")
-            continue
-        yield f"<|{_tag(message, strict)}|>\n", None
-        yield from _content(message.get("content"), strict)
-        tool_calls = message.get("tool_calls")
-        if tool_calls:
-            yield f"[tool_calls {canonical(tool_calls).decode()}]", None
-        yield "\n", None
-    yield "<|assistant|>\n", None
+        yield from message_segments(message, strict=strict)
+    yield GENERATION_PROMPT, None
+
+
+def render_message(message: Any) -> str:
+    """One message as :func:`render_chat` renders it (strict), without the generation prompt:
+    a chat's rendering is its messages' renderings then ``GENERATION_PROMPT``, which lets the
+    KV router tokenize a conversation message by message and memoise each."""
+    return "".join(text for text, _ in message_segments(message, strict=True))
 
 
 def render_chat(messages: Any) -> str:

@@ -52,6 +52,9 @@ class Tenant:
     corpus: str | None = None
     #: When retrieval fails: "answer" without context or "error" (None: the gateway's setting).
     rag_on_failure: Literal["answer", "error"] | None = None
+    #: Opt out of the per-tenant vLLM ``cache_salt``: the tenant's prompts may share cached
+    #: blocks with other tenants' (a deliberately shared system prompt).
+    share_prefix_cache: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,6 +186,7 @@ def keyring_from_document(doc: dict[str, Any], path: Path) -> KeyRing:
                 ),
                 corpus=None if spec.get("corpus") is None else str(spec["corpus"]),
                 rag_on_failure=_rag_on_failure(spec.get("rag_on_failure")),
+                share_prefix_cache=spec.get("share_prefix_cache") is True,
             )
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"tenant {name!r} in {path}: {exc}") from exc

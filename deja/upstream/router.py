@@ -9,6 +9,10 @@ Policies (``routing_policy``):
 
 The returned order is the failover order: the choice first, then the rest (ring order for
 ``prefix``, lightest first otherwise).
+
+With ``kv`` set (:mod:`deja.upstream.kv.route`) and a key that carries the prompt's block keys,
+``prefix`` first asks it for the replica holding the longest resident prefix against load
+(reason ``resident``); when no replica holds any of it, the ring decides as before.
 """
 
 from __future__ import annotations
@@ -16,14 +20,20 @@ from __future__ import annotations
 import itertools
 import time
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from deja.errors import NoHealthyReplicaError
+from deja.request import GatewayRequest
+from deja.upstream.kv.route import RouteKey
 from deja.upstream.pool import Replica, ReplicaPool
 from deja.upstream.ring import NoReplicaError
+from deja.upstream.salt import request_salt
+
+if TYPE_CHECKING:
+    from deja.upstream.kv.route import KVRouting
 
 Policy = Literal["prefix", "least_loaded", "round_robin"]
-RouteReason = Literal["home", "spill", "least_loaded", "round_robin", "no_prefix"]
+RouteReason = Literal["home", "spill", "least_loaded", "round_robin", "no_prefix", "resident"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +42,8 @@ class Route:
 
     order: list[Replica]
     reason: RouteReason
+    #: Prompt tokens ``order[0]`` holds (reason ``resident``).
+    resident_tokens: int = 0
 
 
 class Router:
@@ -42,6 +54,19 @@ class Router:
         self.policy = policy
         self.epsilon = epsilon
         self._rotation = itertools.count()
+        self.kv: KVRouting | None = None
+        self.isolate_prefix_caches = False
+
+    def key(self, req: GatewayRequest, prefix_key: str | None) -> str | None:
+        """The routing key the request travels with: ``prefix_key``, or a
+        :class:`~deja.upstream.kv.route.RouteKey` carrying the prompt's block keys (a model in
+        ``kv_models``) and the tenant's ``cache_salt`` (``prefix_cache_isolation``)."""
+        salt = None
+        if self.isolate_prefix_caches:
+            salt = request_salt(req.tenant, req.share_prefix_cache, req.body.get("cache_salt"))
+        if self.kv is not None:
+            return self.kv.key(req.endpoint, req.body, req.model, prefix_key, salt)
+        return prefix_key if salt is None else RouteKey(prefix_key, None, salt)
 
     def route(self, model: str, prefix_key: str | None) -> Route:
         """The order over every usable replica that serves ``model`` (limits aside)."""
@@ -59,7 +84,14 @@ class Router:
             return Route(usable[start:] + usable[:start], "round_robin")
         interval = self.pool.scrape_interval
         loads = {r.url: r.load(now, interval) for r in usable}
-        if self.policy == "prefix" and prefix_key is not None:
+        blocks = getattr(prefix_key, "blocks", None)
+        if self.policy == "prefix" and self.kv is not None and blocks is not None:
+            ring = tuple(self.pool.ring.walk(prefix_key)) if prefix_key else ()
+            order, tokens, why = self.kv.order(
+                usable, blocks, loads, self.epsilon, interval * 3.0, now, ring
+            )
+            return Route(order, why, tokens)
+        if self.policy == "prefix" and prefix_key:
             by_url = {r.url: r for r in usable}
             try:
                 placement = self.pool.ring.place(prefix_key, loads, by_url.keys(), self.epsilon)

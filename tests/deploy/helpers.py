@@ -64,7 +64,15 @@ DEJA_METRICS: dict[str, Metric] = {
         "counter",
         {
             "policy": {"prefix", "least_loaded", "round_robin"},
-            "reason": {"home", "spill", "failover", "no_prefix", "least_loaded", "round_robin"},
+            "reason": {
+                "home",
+                "spill",
+                "failover",
+                "no_prefix",
+                "least_loaded",
+                "round_robin",
+                "resident",
+            },
         },
     ),
     "deja_cache_entries": Metric("gauge", {"layer": LAYER}),

@@ -64,6 +64,7 @@ def test_for_request_copies_every_field() -> None:
         req,
         corpus="docs",
         context_id="kb-1",
+        share_prefix_cache=True,
         rag_on_failure="answer",
         corpus_filter=(("lang", "en"),),
     )

@@ -232,6 +232,8 @@ async def test_fault_injection_error_rate(
         "error_status": 500,
         "added_latency_ms": 0.0,
         "stall_ms": 0.0,
+        "kv_events_drop": 0,
+        "kv_events_paused": False,
     }
     assert (await http.put(faults, json={"error_rate": 2})).status_code == 400
     try:

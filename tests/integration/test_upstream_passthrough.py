@@ -13,6 +13,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from deja.upstream.salt import tenant_salt
 from tests.support import serve
 
 pytestmark = pytest.mark.integration
@@ -83,7 +84,9 @@ async def test_unknown_fields_reach_the_replica_byte_for_byte(
             headers={"authorization": "Bearer client-key", "content-type": "application/json"},
         )
     assert resp.status_code == 200 and resp.headers["x-deja-cache"] == "miss"
-    assert capture.bodies == [raw]
+    # the client's bytes, with only the tenant's vLLM cache_salt spliced in front
+    salted = b'{"cache_salt":"' + tenant_salt("default").encode() + b'",' + raw[1:]
+    assert capture.bodies == [salted]
     assert capture.auth == ["Bearer replica-secret"]  # the client's key never travels upstream
     assert capture.prefix == [None]  # no system prompt, no tools: no prefix key
 

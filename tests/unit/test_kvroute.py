@@ -1,0 +1,245 @@
+"""The gateway's side of routing by resident prefix, without sockets: prompt block keys as the
+replica computes them, the index and its states, the subscriber's sequence handling, the
+scoring with the bounded-load cap, and the tenant salts."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from tokenizers import Tokenizer
+
+from deja.kvcache.blockhash import BlockHasher, external_key
+from deja.kvcache.wire import (
+    AllBlocksCleared,
+    BlockRemoved,
+    BlockStored,
+    KVEventBatch,
+    decode_batch,
+    encode_batch,
+)
+from deja.upstream.kv.events import EventEndpoints, KVEvents, ReplicaSubscriber
+from deja.upstream.kv.index import KVIndex, ReplicaIndex
+from deja.upstream.kv.match import PromptBlocks
+from deja.upstream.kv.route import KVRouting
+from deja.upstream.pool import Replica
+from deja.upstream.salt import request_salt, tenant_salt, with_cache_salt
+from sim.engine import render_chat
+
+TOKENIZER = str(Path(__file__).resolve().parents[2] / "deja/models/verifier/tokenizer.json")
+HASHER = BlockHasher("sha256", "0", 16)
+
+
+@pytest.fixture(scope="module")
+def tokenizer() -> Tokenizer:
+    tok = Tokenizer.from_file(TOKENIZER)
+    tok.no_padding()
+    tok.no_truncation()
+    return tok
+
+
+def long_text(n: int, tag: str) -> str:
+    return " ".join(f"{tag} word{i}, and (more) text." for i in range(n))
+
+
+def test_block_keys_equal_the_simulators_whole_prompt_hashes(tokenizer: Tokenizer) -> None:
+    blocks = PromptBlocks(Tokenizer.from_file(TOKENIZER), "sim", HASHER)
+    messages = [
+        {"role": "system", "content": long_text(60, "sys")},
+        {"role": "user", "content": long_text(40, "q")},  # long: hashed too
+    ]
+    match = blocks.match("chat", {"messages": messages}, "t:a")
+    assert match is not None
+    ids = tokenizer.encode(render_chat(messages), add_special_tokens=False).ids
+    expected = [external_key(h) for h in HASHER.chain(ids, cache_salt="t:a")]
+    assert list(match.keys) == expected and match.prompt_tokens == len(ids)
+    again = blocks.match("chat", {"messages": orjson.loads(orjson.dumps(messages))}, "t:a")
+    assert again is not None and list(again.keys) == expected  # from the memo
+
+
+def test_a_short_new_turn_is_not_tokenized_and_a_salt_changes_every_key() -> None:
+    blocks = PromptBlocks(Tokenizer.from_file(TOKENIZER), "sim", HASHER)
+    system = {"role": "system", "content": long_text(60, "sys")}
+    one = blocks.match("chat", {"messages": [system, {"role": "user", "content": "hi"}]}, "t:a")
+    two = blocks.match("chat", {"messages": [system, {"role": "user", "content": "yo"}]}, "t:a")
+    other = blocks.match("chat", {"messages": [system, {"role": "user", "content": "hi"}]}, "t:b")
+    assert one is not None and two is not None and other is not None
+    assert list(one.keys) == list(two.keys)  # the system prompt's full blocks only
+    assert set(one.keys).isdisjoint(other.keys)
+
+
+def test_memo_signature_collisions_are_caught() -> None:
+    blocks = PromptBlocks(Tokenizer.from_file(TOKENIZER), "sim", HASHER)
+    head, tail = "a " * 40, " z" * 40
+    first = {"role": "system", "content": head + "middle one " * 30 + tail}
+    second = {"role": "system", "content": head + "middle two " * 30 + tail}  # same signature
+    user = {"role": "user", "content": "q"}
+    a = blocks.match("chat", {"messages": [first, user]}, None)
+    b = blocks.match("chat", {"messages": [second, user]}, None)
+    assert a is not None and b is not None and list(a.keys) != list(b.keys)
+
+
+def test_chatml_declines_what_it_cannot_render() -> None:
+    blocks = PromptBlocks(Tokenizer.from_file(TOKENIZER), "chatml", HASHER)
+    body: dict[str, Any] = {"messages": [{"role": "user", "content": "x"}], "tools": [{"t": 1}]}
+    assert blocks.match("chat", body, None) is None
+    image = [{"type": "image_url", "image_url": {"url": "data:"}}]
+    assert blocks.match("chat", {"messages": [{"role": "user", "content": image}]}, None) is None
+    assert blocks.match("completion", {"prompt": "a string"}, None) is None
+    ids = blocks.match("completion", {"prompt": list(range(40))}, None)
+    assert ids is not None and len(ids.keys) == 2
+
+
+def test_index_match_is_the_resident_prefix() -> None:
+    index = ReplicaIndex("r", state="live")
+    index.blocks.update([1, 2, 3])
+    assert index.match([1, 2, 3, 4, 5]) == 3
+    assert index.match([9, 1, 2]) == 0
+    assert index.match([1, 2, 3]) == 3
+    index.mark_stale()
+    assert index.match([1, 2, 3]) == 0  # not trusted
+    batch = decode_batch(encode_batch(KVEventBatch(ts=0.0, events=[AllBlocksCleared()])))
+    index.apply(index.last_seq + 1, batch, 0.0)
+    assert index.state == "live" and not index.blocks
+
+
+def stored(*hashes: bytes) -> bytes:
+    event = BlockStored(
+        block_hashes=list(hashes),
+        parent_block_hash=None,
+        token_ids=[0] * 16 * len(hashes),
+        block_size=16,
+        lora_id=None,
+        medium="GPU",
+    )
+    return encode_batch(KVEventBatch(ts=0.0, events=[event]))
+
+
+def removed(*hashes: bytes) -> bytes:
+    event = BlockRemoved(block_hashes=list(hashes), medium="GPU")
+    return encode_batch(KVEventBatch(ts=0.0, events=[event]))
+
+
+def subscriber(replay: str | None = None) -> tuple[ReplicaSubscriber, list[tuple[str, str]]]:
+    drops: list[tuple[str, str]] = []
+    index = ReplicaIndex("http://r")
+    sub = ReplicaSubscriber(
+        None,  # type: ignore[arg-type]  # no sockets without a replay endpoint
+        index,
+        EventEndpoints("tcp://unused", replay),
+        lambda replica, reason: drops.append((replica, reason)),
+    )
+    return sub, drops
+
+
+async def test_in_order_batches_apply_and_an_unreplayable_gap_drops() -> None:
+    sub, drops = subscriber()
+    key = external_key(b"a" * 32)
+    await sub.handle(0, stored(b"a" * 32, b"b" * 32))
+    assert sub.index.state == "live" and key in sub.index.blocks
+    await sub.handle(1, removed(b"b" * 32))
+    assert len(sub.index.blocks) == 1
+    await sub.handle(5, stored(b"c" * 32))  # 2..4 lost, no replay endpoint
+    assert drops == [("http://r", "events")]
+    assert sub.index.state == "partial" and sub.index.blocks == {external_key(b"c" * 32)}
+    await sub.handle(0, stored(b"d" * 32))  # the publisher restarted
+    assert drops[-1] == ("http://r", "publisher")
+    assert sub.index.state == "live" and sub.index.blocks == {external_key(b"d" * 32)}
+    await sub.handle(1, b"\xc1garbage")
+    assert drops[-1] == ("http://r", "undecodable") and sub.index.last_seq == 1
+
+
+def test_scrape_check_marks_silence_stale_and_catches_restarts() -> None:
+    index = KVIndex()
+    drops: list[tuple[str, str]] = []
+    events = KVEvents(index, lambda url: None, on_drop=lambda r, why: drops.append((r, why)))
+    replica = index.replica("http://r")
+    replica.state = "live"
+    replica.blocks.add(7)
+    events.check("http://r", healthy=True, queries=100, hits=0)
+    events.check("http://r", healthy=True, queries=3000, hits=0)  # served, no batch
+    assert replica.state == "stale" and drops[-1] == ("http://r", "stale")
+    events.check("http://r", healthy=True, queries=10, hits=0)  # counters went back
+    assert drops[-1] == ("http://r", "replica") and not replica.blocks
+    events.check("http://r", healthy=False, queries=10, hits=0)
+    assert drops[-1] == ("http://r", "replica")
+    asyncio.run(events.close())
+
+
+def routing(*resident: set[int]) -> tuple[KVRouting, list[Replica]]:
+    kv = KVRouting({}, lambda url: None)
+    replicas = [Replica(f"http://r{i}") for i in range(len(resident))]
+    for replica, blocks in zip(replicas, resident, strict=True):
+        index = kv.index.replica(replica.url)
+        index.state = "live"
+        index.blocks.update(blocks)
+    return kv, replicas
+
+
+def match_of(keys: list[int], tokens: int) -> Any:
+    from array import array
+
+    from deja.upstream.kv.match import BlockMatch
+
+    return BlockMatch(array("Q", keys), tokens, 16)
+
+
+def test_the_replica_holding_the_prefix_wins_until_it_reaches_its_bound() -> None:
+    kv, (r0, r1, r2) = routing({1, 2, 3, 4}, {1}, set())
+    blocks = match_of([1, 2, 3, 4, 5], 80)
+    order, tokens, why = kv.order([r0, r1, r2], blocks, {}, 0.25, 3.0, 0.0)
+    assert order[0] is r0 and tokens == 64 and why == "resident"
+    # r0 at its bounded-load capacity: ceil(1.25 * (T + 1) / 3) with T = 8 -> 4
+    loads = {r0.url: 4, r1.url: 2, r2.url: 2}
+    order, tokens, why = kv.order([r0, r1, r2], blocks, loads, 0.25, 3.0, 100.0)
+    assert order[0] is r1 and order[-1] is r0 and tokens == 16
+
+
+def test_a_prefix_held_nowhere_goes_to_the_least_loaded_then_stays_there() -> None:
+    kv, (r0, r1, r2) = routing(set(), set(), set())
+    new = match_of([9, 10, 11], 48)
+    ring = (r2.url, r0.url, r1.url)
+    order, tokens, why = kv.order([r0, r1, r2], new, {r2.url: 1}, 0.25, 3.0, 0.0, ring)
+    assert order[0] is r0 and why == "least_loaded" and tokens == 0  # r2 (home) is busier
+    # before r0's events arrive, the same prefix follows its pending placement
+    order, _, why = kv.order([r0, r1, r2], new, {r0.url: 1}, 1.0, 3.0, 0.5, ring)
+    assert order[0] is r0 and why == "home"
+    # much later, nothing pending: ring order breaks the tie among idle replicas
+    order, _, _ = kv.order([r0, r1, r2], match_of([7], 16), {}, 0.25, 3.0, 100.0, ring)
+    assert order[0] is r2
+
+
+def test_a_hit_avoids_a_replica_that_just_took_a_long_prefill() -> None:
+    kv, (r0, r1) = routing({1, 2}, {1, 2})
+    long_miss = match_of([5, 6, 7, 8, 9, 10, 11, 12], 128)
+    kv.order([r0, r1], long_miss, {}, 0.25, 3.0, 0.0, (r0.url, r1.url))  # r0: 128 uncached
+    order, _, why = kv.order([r0, r1], match_of([1, 2], 40), {}, 0.25, 3.0, 0.1)
+    assert order[0] is r1 and why == "resident"
+
+
+def test_load_outweighs_a_small_resident_share() -> None:
+    kv, (r0, r1) = routing({1}, set())
+    blocks = match_of([1, 2, 3, 4, 5, 6, 7, 8], 128)  # r0 holds 1 of 8 blocks
+    loads = {r0.url: 3, r1.url: 0}
+    order, _, _ = kv.order([r0, r1], blocks, loads, 1.0, 3.0, 0.0)
+    assert order[0] is r1
+
+
+def test_salts() -> None:
+    assert request_salt("a", False, None) == tenant_salt("a") != tenant_salt("b")
+    assert request_salt("a", True, None) is None
+    assert request_salt("a", True, "mine") == "c:mine"
+    assert request_salt("a", False, "mine") == f"{tenant_salt('a')}|c:mine"
+    raw = b'{"model":"m","messages":[]}'
+    assert orjson.loads(with_cache_salt(raw, "t:x")) == {
+        "cache_salt": "t:x",
+        "model": "m",
+        "messages": [],
+    }
+    spoofed = b'{"model":"m","cache_salt":"t:other"}'
+    assert orjson.loads(with_cache_salt(spoofed, "t:x"))["cache_salt"] == "t:x"
+    assert "cache_salt" not in orjson.loads(with_cache_salt(spoofed, None))
+    assert orjson.loads(with_cache_salt(b" {}", "s")) == {"cache_salt": "s"}
