@@ -104,6 +104,8 @@ class Workload:
     name: str
     open_loop: list[Request] = field(default_factory=list)
     warmup: int = 0
+    #: pressure: the same customers' requests again, sent by a saturating closed loop
+    closed: list[Request] = field(default_factory=list)
     chats: list[list[str]] = field(default_factory=list)  # multiturn: user messages per chat
     system: str = ""
     note: str = ""
@@ -129,6 +131,15 @@ def customers_workload(
         ]
         reqs.append(Request(at, messages))
         at += rng.expovariate(rate)
+    closed = []
+    if name == "pressure":
+        for n in range(args.closed_requests):
+            c = rng.randrange(customers)
+            question = text_of(rng, vocab, rng.randint(15, 30), f"Closed {n}:")
+            closed.append(Request(0.0, [
+                {"role": "system", "content": contexts[c]},
+                {"role": "user", "content": question},
+            ]))  # fmt: skip
     blocks = customers * (args.context_tokens // BLOCK_SIZE)
     share = blocks / (REPLICAS * args.kv_blocks)
     note = (
@@ -136,7 +147,12 @@ def customers_workload(
         f"{100 * share:.0f}% of the pool's {REPLICAS} x {args.kv_blocks} KV blocks; Poisson "
         f"{rate:g} req/s; {args.warmup} warm-up + {args.requests} measured requests"
     )
-    return Workload(name, reqs, args.warmup, note=note)
+    if closed:
+        note += (
+            f"; then a saturating closed loop: {args.closed_clients} clients, "
+            f"{args.closed_requests} requests back to back (output throughput at capacity)"
+        )
+    return Workload(name, reqs, args.warmup, closed=closed, note=note)
 
 
 def multiturn_workload(args: argparse.Namespace, rng: random.Random) -> Workload:
@@ -289,7 +305,9 @@ async def scrape(http: aiohttp.ClientSession, urls: list[str]) -> dict[str, floa
     return sums
 
 
-async def run_open(workload: Workload, gw: str, sims: list[str], max_tokens: int) -> dict[str, Any]:
+async def run_open(
+    workload: Workload, gw: str, sims: list[str], max_tokens: int, clients: int
+) -> dict[str, Any]:
     limits = aiohttp.TCPConnector(limit=0)
     async with aiohttp.ClientSession(connector=limits, timeout=aiohttp.ClientTimeout(600)) as http:
         warm = workload.open_loop[: workload.warmup]
@@ -300,7 +318,34 @@ async def run_open(workload: Workload, gw: str, sims: list[str], max_tokens: int
         samples = await play(http, gw, rest, max_tokens, measured=True)
         wall = time.perf_counter() - started
         after = await scrape(http, sims)
-    return summarize(samples, before, after, wall)
+        result = summarize(samples, before, after, wall)
+        if workload.closed:
+            result["closed"] = await saturate(http, gw, sims, workload.closed, max_tokens, clients)
+    return result
+
+
+async def saturate(
+    http: aiohttp.ClientSession,
+    gw: str,
+    sims: list[str],
+    reqs: list[Request],
+    max_tokens: int,
+    clients: int,
+) -> dict[str, Any]:
+    """A closed loop of ``clients`` workers sending ``reqs`` back to back: output throughput
+    at capacity (an open loop below capacity only measures its own arrival rate)."""
+    queue = list(reversed(reqs))
+    samples: list[Sample] = []
+
+    async def worker() -> None:
+        while queue:
+            samples.append(await stream(http, gw, queue.pop().messages, max_tokens))
+
+    before = await scrape(http, sims)
+    started = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(clients)))
+    wall = time.perf_counter() - started
+    return summarize(samples, before, await scrape(http, sims), wall)
 
 
 async def play(
@@ -476,12 +521,15 @@ def parse_args() -> argparse.Namespace:
     add("--requests", type=int, default=160)
     add("--warmup", type=int, default=60)
     add("--max-tokens", type=int, default=32)
+    add("--closed-requests", type=int, default=200, help="pressure's closed loop (0: none)")
+    add("--closed-clients", type=int, default=24, help="its clients (replicas x seqs x 1.5)")
     add("--conversations", type=int, default=16)
     add("--turns", type=int, default=5)
     add("--app-prompt-tokens", type=int, default=400)
     add("--think-ms", type=float, default=400.0)
     add("--only", action="append", choices=["pressure", "light", "multiturn"], default=[])
     add("--micro-only", action="store_true")
+    add("--configs", action="append", choices=CONFIGS, default=[], help="(all three)")
     add("--seed", type=int, default=11)
     add("--output", type=Path, default=RESULTS_DIR / "kv_routing.json")
     return parser.parse_args()
@@ -491,7 +539,7 @@ def run_workload(
     workload: Workload, args: argparse.Namespace, ports: list[int], zmq_ports: list[int]
 ) -> dict[str, Any]:
     out: dict[str, Any] = {"note": workload.note, "configs": {}}
-    for config in CONFIGS:
+    for config in args.configs or CONFIGS:
         banner(f"{workload.name}: {config}")
         cluster = start_cluster(args, ports, zmq_ports)
         gateway = start_gateway(config, cluster)
@@ -501,7 +549,9 @@ def run_workload(
                     workload, gateway.url, cluster.urls, args.max_tokens, args.think_ms / 1000
                 )
             else:
-                coro = run_open(workload, gateway.url, cluster.urls, args.max_tokens)
+                coro = run_open(
+                    workload, gateway.url, cluster.urls, args.max_tokens, args.closed_clients
+                )
             result = asyncio.run(coro)
         finally:
             stop_process(gateway)
@@ -526,6 +576,20 @@ def report(results: dict[str, Any]) -> str:
         headers = ["config", "reqs", "TTFT p50 ms", "TTFT p90 ms", "out tok/s", "hit rate",
                    "preempt", "routes"]  # fmt: skip
         lines.append(table(headers, rows, digits=3))
+        closed = {c: r["closed"] for c, r in block["configs"].items() if "closed" in r}
+        if closed:
+            lines.append("  saturating closed loop (throughput at capacity):")
+            crows = [
+                [c, r["requests"], r["ttft_ms_p50"], r["ttft_ms_p90"], r["output_tok_s"],
+                 r["hit_rate"], r["preemptions"]]
+                for c, r in closed.items()
+            ]  # fmt: skip
+            lines.append(table(headers[:-1], crows, digits=3))
+            if "kv" in closed and "prefix" in closed:
+                lines.append(
+                    "  kv vs prefix at capacity: output "
+                    f"{ratio(closed['kv']['output_tok_s'], closed['prefix']['output_tok_s']):.2f}x"
+                )
         kv, prefix = block["configs"].get("kv"), block["configs"].get("prefix")
         if kv and prefix:
             lines.append(
