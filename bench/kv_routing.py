@@ -17,8 +17,15 @@ Workloads (the same seeded sequence for every configuration):
   question per request, Poisson arrivals; total KV demand of the contexts = ``--pressure`` of
   the four replicas' KV blocks;
 - ``light``: the same with a quarter of the customers (no KV pressure);
-- ``multiturn``: ``--conversations`` chats sharing one application system prompt, each
-  ``--turns`` turns (the answer appended, then a new user message), a closed loop per chat.
+- ``pressure`` then runs a saturating closed loop (``--closed-clients`` clients sending
+  ``--closed-requests`` more requests of the same customers back to back): the open loop runs
+  below capacity, where output throughput only repeats the arrival rate, so throughput is
+  compared at capacity;
+- ``multiturn``: ``--conversations`` chats sharing one short application system prompt
+  (``--app-prompt-tokens``, 64: the conversation so far is most of each prompt, the case the
+  static-prefix hash cannot see), each ``--turns`` turns (the answer appended, then a new user
+  message), a closed loop per chat. The simulator caches prompt blocks only (vLLM also caches
+  full output blocks), so the previous answer is never a hit for any policy.
 
 Figures per workload and configuration (measured requests only): client TTFT p50/p90 (send ->
 first content chunk, through the gateway), output throughput (completion tokens / wall time of
@@ -523,12 +530,18 @@ def parse_args() -> argparse.Namespace:
     add("--max-tokens", type=int, default=32)
     add("--closed-requests", type=int, default=200, help="pressure's closed loop (0: none)")
     add("--closed-clients", type=int, default=24, help="its clients (replicas x seqs x 1.5)")
-    add("--conversations", type=int, default=16)
-    add("--turns", type=int, default=5)
-    add("--app-prompt-tokens", type=int, default=400)
+    add("--conversations", type=int, default=24)
+    add("--turns", type=int, default=6)
+    add(
+        "--app-prompt-tokens",
+        type=int,
+        default=64,
+        help="(64: the conversation is most of the prompt)",
+    )
     add("--think-ms", type=float, default=400.0)
     add("--only", action="append", choices=["pressure", "light", "multiturn"], default=[])
     add("--micro-only", action="store_true")
+    add("--no-micro", action="store_true", help="skip the in-process CPU and memory part")
     add("--configs", action="append", choices=CONFIGS, default=[], help="(all three)")
     add("--seed", type=int, default=11)
     add("--output", type=Path, default=RESULTS_DIR / "kv_routing.json")
@@ -635,7 +648,8 @@ def main() -> int:
     }
 
     def body() -> None:
-        results["micro"] = micro(args, pressure)
+        if not args.no_micro:
+            results["micro"] = micro(args, pressure)
         if args.micro_only:
             return
         ports = [free_port() for _ in range(REPLICAS)]

@@ -198,23 +198,36 @@ def test_the_replica_holding_the_prefix_wins_until_it_reaches_its_bound() -> Non
     assert order[0] is r1 and order[-1] is r0 and tokens == 16
 
 
-def test_a_prefix_held_nowhere_follows_the_ring_then_stays_there() -> None:
+def test_a_prefix_held_nowhere_goes_to_the_least_loaded_then_stays_there() -> None:
     kv, (r0, r1, r2) = routing(set(), set(), set())
     new = match_of([9, 10, 11], 48)
-    ring = (r2.url, r1.url, r0.url)
-    # r2 (home) is at its bound ceil(1.25 * 2 / 3) = 1: its ring successor r1, not r0 (the
-    # kv-use term would pick r0 by a hair if the score decided)
-    r1.metrics.kv_cache_usage = 0.2
+    ring = (r2.url, r0.url, r1.url)
     order, tokens, why = kv.order([r0, r1, r2], new, {r2.url: 1}, 0.25, 3.0, 0.0, ring)
-    assert order[0] is r1 and why == "spill" and tokens == 0
-    order, _, why = kv.order([r0, r1, r2], match_of([1, 2], 32), {}, 0.25, 3.0, 0.0, ring)
-    assert order[0] is r2 and why == "home"
-    # before r1's events arrive, the same prefix follows its pending placement
-    order, _, why = kv.order([r0, r1, r2], new, {r1.url: 1}, 1.0, 3.0, 0.5, ring)
-    assert order[0] is r1 and why == "home"
+    assert order[0] is r0 and why == "least_loaded" and tokens == 0  # r2 (home) is busier
+    # before r0's events arrive, the same prefix follows its pending placement
+    order, _, why = kv.order([r0, r1, r2], new, {r0.url: 1}, 1.0, 3.0, 0.5, ring)
+    assert order[0] is r0 and why == "home"
     # much later, nothing pending: ring order breaks the tie among idle replicas
     order, _, _ = kv.order([r0, r1, r2], match_of([7], 16), {}, 0.25, 3.0, 100.0, ring)
     assert order[0] is r2
+
+
+def test_a_spill_off_a_full_holder_follows_the_ring_not_the_score() -> None:
+    kv, (r0, r1, r2) = routing({1, 2, 3}, set(), set())
+    ring = (r0.url, r1.url, r2.url)
+    # r0 holds it but is at its bound ceil(1.25 * 2 / 3) = 1; r2 would win on score by a hair
+    # (r1's KV use), but the ring's successor r1 takes the spill, as the prefix policy would,
+    # so repeated spills build one second copy instead of a full prefill on each replica
+    r1.metrics.kv_cache_usage = 0.2
+    order, tokens, why = kv.order([r0, r1, r2], match_of([1, 2, 3], 48), {r0.url: 1}, 0.25,
+                                  3.0, 0.0, ring)  # fmt: skip
+    assert order[0] is r1 and why == "spill" and tokens == 0 and order[-1] is r0
+    # but a successor clearly busier than another replica with room is passed over
+    kv2, (a0, a1, a2) = routing({1, 2, 3}, set(), set())
+    loads = {a0.url: 4, a1.url: 2}  # T = 6: cap ceil(1.25 * 7 / 3) = 3
+    order, _, why = kv2.order([a0, a1, a2], match_of([1, 2, 3], 48), loads, 0.25, 3.0, 0.0,
+                              (a0.url, a1.url, a2.url))  # fmt: skip
+    assert order[0] is a2 and why == "spill"
 
 
 def test_a_hit_avoids_a_replica_that_just_took_a_long_prefill() -> None:
