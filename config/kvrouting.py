@@ -62,6 +62,13 @@ class KVRoutingSettings(BaseModel):
         "- kv_route_kv_weight x KV-cache use.",
     )
     kv_route_kv_weight: float = Field(0.25, ge=0.0, description="Weight of KV-cache use.")
+    kv_route_min_capacity: int = Field(
+        2,
+        ge=1,
+        description="The bounded-load capacity a replica holding the prompt is never held "
+        "below (requests in flight): at low load the (1+epsilon) x average bound is 1, and a "
+        "second request would spill to a full prefill elsewhere.",
+    )
     kv_index_max_blocks: int = Field(
         2_000_000, ge=1, description="Resident blocks kept per replica before its index resets."
     )

@@ -32,6 +32,7 @@ async def open_kv_routing(
         ),
         load_weight=settings.kv_route_load_weight,
         kv_weight=settings.kv_route_kv_weight,
+        min_capacity=settings.kv_route_min_capacity,
         max_blocks=settings.kv_index_max_blocks,
         stale_tokens=settings.kv_stale_tokens,
     )

@@ -45,6 +45,12 @@ class Route:
     #: Prompt tokens ``order[0]`` holds (reason ``resident``).
     resident_tokens: int = 0
 
+    def label(self) -> str:
+        """``X-Deja-Route`` for ``order[0]``: the reason, with the resident tokens."""
+        if self.reason == "resident":
+            return f"resident;tokens={self.resident_tokens}"
+        return self.reason
+
 
 class Router:
     """Chooses replicas from the pool's usable ones according to the policy."""

@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ["request_salt", "tenant_salt", "with_cache_salt"]
+__all__ = ["keyed", "request_salt", "tenant_salt", "with_cache_salt"]
 
 _FIELD = b'"cache_salt"'
 
@@ -55,3 +55,17 @@ def with_cache_salt(raw: bytes, salt: str | None) -> bytes:
     else:
         updated["cache_salt"] = salt
     return orjson.dumps(updated)
+
+
+def keyed(
+    headers: dict[str, str], body: bytes, prefix_key: str | None
+) -> tuple[dict[str, str], bytes]:
+    """The headers and body a replica gets for a request routed by ``prefix_key``: the key as
+    ``X-Prefix-Hash`` (an L7 balancer between deja and the replicas can hash on it) and, when
+    it carries one (a ``RouteKey``), the tenant's ``cache_salt`` written into the body."""
+    if prefix_key:
+        headers = {**headers, "x-prefix-hash": str(prefix_key)}
+    salt = getattr(prefix_key, "salt", None)
+    if salt is not None:
+        body = with_cache_salt(body, salt)
+    return headers, body

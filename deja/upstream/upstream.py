@@ -39,7 +39,7 @@ from deja.upstream.admission import Admission, Slot
 from deja.upstream.deadline import chunk_before, within
 from deja.upstream.pool import Replica
 from deja.upstream.router import Route, Router
-from deja.upstream.salt import with_cache_salt
+from deja.upstream.salt import keyed
 
 log = logging.getLogger("deja.upstream")
 
@@ -265,13 +265,7 @@ class Upstream:
         ``slot`` holds ``route.order[0]``; every slot this releases, and the one it returns
         is the caller's to release.
         """
-        # The key travels on, so an L7 balancer between deja and the replicas can hash on it.
-        headers = self._headers
-        if prefix_key:
-            headers = {**headers, "x-prefix-hash": str(prefix_key)}
-        salt = getattr(prefix_key, "salt", None)
-        if salt is not None:  # the tenant's vLLM cache_salt (deja.upstream.salt)
-            body = with_cache_salt(body, salt)
+        headers, body = keyed(self._headers, body, prefix_key)
         last: UpstreamError | None = None
         taken: Slot | None = slot
         for attempt, replica in enumerate(route.order[:MAX_ATTEMPTS]):
@@ -311,9 +305,7 @@ class Upstream:
             self.pool.record_success(replica)
             reason = route.reason if attempt == 0 else "failover"
             self.metrics.routed(self.router.policy, reason)
-            if reason == "resident":
-                return taken, f"resident;tokens={route.resident_tokens}", response
-            return taken, reason, response
+            return taken, route.label() if attempt == 0 else reason, response
         if last is None:
             raise NoHealthyReplicaError("no replica in the route had room for a retry")
         raise last

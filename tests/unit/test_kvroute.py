@@ -198,6 +198,21 @@ def test_the_replica_holding_the_prefix_wins_until_it_reaches_its_bound() -> Non
     assert order[0] is r1 and order[-1] is r0 and tokens == 16
 
 
+def test_a_holder_batches_a_second_request_at_low_load_up_to_the_floor() -> None:
+    kv, (r0, r1, r2, r3) = routing({1, 2, 3}, set(), set(), set())
+    blocks = match_of([1, 2, 3], 48)
+    loads = {r0.url: 1}  # T = 1: ceil(1.25 * 2 / 4) = 1, r0 is at the bare bound
+    order, _, why = kv.order([r0, r1, r2, r3], blocks, loads, 0.25, 3.0, 0.0)
+    assert order[0] is not r0 and why == "spill"
+    kv.min_capacity = 2
+    order, tokens, why = kv.order([r0, r1, r2, r3], blocks, loads, 0.25, 3.0, 1.0)
+    assert order[0] is r0 and why == "resident" and tokens == 48
+    # the floor is a floor: at 2 in flight r0 spills again, and it never lifts a non-holder
+    loads = {r0.url: 2, r1.url: 1}
+    order, _, why = kv.order([r0, r1, r2, r3], blocks, loads, 0.25, 3.0, 2.0)
+    assert order[0] in (r2, r3) and why == "spill"
+
+
 def test_a_prefix_held_nowhere_goes_to_the_least_loaded_then_stays_there() -> None:
     kv, (r0, r1, r2) = routing(set(), set(), set())
     new = match_of([9, 10, 11], 48)

@@ -7,7 +7,11 @@ prefix key as before, so every signature on the request path stays a ``str``). T
 then asks :meth:`KVRouting.order`:
 
 1. every usable replica's resident prefix ``h_r`` (blocks, from its KV index) and its
-   bounded-load capacity ``c_r = ceil((1 + ε)(T + 1) w_r / W)`` (as :mod:`deja.upstream.ring`);
+   bounded-load capacity ``c_r = ceil((1 + ε)(T + 1) w_r / W)`` (as :mod:`deja.upstream.ring`),
+   for a replica that holds some of the prompt never below ``kv_route_min_capacity``: with
+   T + 1 under the replica count the bound is 1, and a replica batching one request would
+   send the next one that it holds to a full prefill elsewhere (the ring's spills were a
+   quarter of a low-load workload's requests, each a miss);
 2. among the replicas below capacity (all, if none is) the highest
    ``score = h_r·block_size / prompt_tokens − backlog_r / prompt_tokens − λ·load_r / c_r
    − μ·kv_use_r`` goes first, the rest in score order for failover. ``backlog_r`` is the
@@ -102,6 +106,7 @@ class KVRouting:
         *,
         load_weight: float = 1.0,
         kv_weight: float = 0.25,
+        min_capacity: int = 1,
         max_blocks: int = 2_000_000,
         stale_tokens: int = 1024,
         on_drop: Callable[[str, str], None] | None = None,
@@ -114,6 +119,7 @@ class KVRouting:
         )
         self.load_weight = load_weight
         self.kv_weight = kv_weight
+        self.min_capacity = min_capacity
         self._pending: dict[int, tuple[str, float]] = {}
         self._backlog: dict[str, tuple[float, float]] = {}
 
@@ -163,6 +169,8 @@ class KVRouting:
             hit = index.match(keys) if index is not None else 0
             best_hit = max(best_hit, hit)
             cap = math.ceil(scale * replica.weight - _CEIL_SLACK) if math.isfinite(scale) else 0
+            if hit and cap:
+                cap = max(cap, self.min_capacity)
             load = loads.get(replica.url, 0)
             share = hit * blocks.block_size / max(blocks.prompt_tokens, 1)
             metrics = replica.metrics
