@@ -29,7 +29,6 @@ from app.resources import (
 from app.semantic_parts import SemanticParts, open_embedder, semantic_step
 from config.settings import ConfigError, Settings
 from deja.cache.exact.base import ExactStore
-from deja.cache.exact.redis import connect_redis
 from deja.corpus.base import DocumentChange
 from deja.corpus.provenance import stale_answers
 from deja.corpus.service import Corpora
@@ -42,6 +41,7 @@ from deja.observability.lookups import RecentLookups
 from deja.observability.metrics import Metrics
 from deja.observability.timeline import Timeline, read_counts
 from deja.observability.tracing import Tracing
+from deja.redisclient import connect_redis
 from deja.replicas.discovery import ModelDiscovery
 from deja.replicas.health import HealthMonitor
 from deja.replicas.pool import ReplicaPool
@@ -147,7 +147,11 @@ class Gateway:
         replicas = await Replicas.open(stack, settings, metrics)
         redis = None
         if settings.redis_url:  # the exact store's, θ's and the rate limits' shared store
-            redis = connect_redis(settings.redis_url, timeout=settings.redis_timeout_seconds)
+            redis = connect_redis(
+                settings.redis_url,
+                timeout=settings.redis_timeout_seconds,
+                cluster=settings.redis_cluster,
+            )
             stack.push_async_callback(redis.aclose)
         exact = await exact_store(stack, settings, redis)
         embedder = open_embedder(stack, settings)

@@ -9,19 +9,18 @@ import logging
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 
-import redis.asyncio as aioredis
-
 from config.settings import Settings
 from deja.cache.exact.base import ExactStore
 from deja.cache.exact.disk import FILE_NAME as DISK_FILE
 from deja.cache.exact.disk import SqliteExactStore
 from deja.cache.exact.memory import MemoryExactStore
 from deja.cache.exact.redis import KEY_PREFIX as REDIS_KEY_PREFIX
-from deja.cache.exact.redis import RedisExactStore, connect_redis
+from deja.cache.exact.redis import RedisExactStore
 from deja.cache.exact.tiered import TieredExactStore
 from deja.cache.exact.tracking import TrackedTier
 from deja.cache.flightlock import FlightLock
 from deja.observability.metrics import Metrics
+from deja.redisclient import RedisClient, connect_redis, node_clients
 from deja.replicas.admission import Admission
 from deja.replicas.discovery import ModelDiscovery
 from deja.replicas.health import HealthMonitor
@@ -162,14 +161,17 @@ async def flight_lock(stack: AsyncExitStack, settings: Settings) -> FlightLock |
     if not settings.redis_url or not settings.cache_enabled:
         return None
     client = connect_redis(
-        settings.redis_url, timeout=settings.redis_timeout_seconds, max_connections=64
+        settings.redis_url,
+        timeout=settings.redis_timeout_seconds,
+        max_connections=64,
+        cluster=settings.redis_cluster,
     )
     stack.push_async_callback(client.aclose)
     return FlightLock(client)
 
 
 async def exact_store(
-    stack: AsyncExitStack, settings: Settings, redis: aioredis.Redis | None
+    stack: AsyncExitStack, settings: Settings, redis: RedisClient | None
 ) -> ExactStore | None:
     """Redis when configured, else the embedded store ``exact_store`` names (opened, with its
     close registered on ``stack``)."""
@@ -181,7 +183,12 @@ async def exact_store(
     if redis is not None:
         tracking = None
         if settings.redis_client_cache:
-            tracking = TrackedTier(redis, prefix=REDIS_KEY_PREFIX, tier=memory)
+            nodes = node_clients(
+                settings.redis_url or "",
+                timeout=settings.redis_timeout_seconds,
+                cluster=settings.redis_cluster,
+            )
+            tracking = TrackedTier(redis, prefix=REDIS_KEY_PREFIX, tier=memory, node_client=nodes)
         remote = RedisExactStore(
             redis,
             timeout=settings.redis_timeout_seconds,

@@ -19,8 +19,14 @@ class CacheSettings(BaseModel):
     cache_enabled: bool = Field(True, description="Master switch for the response cache.")
     redis_url: str | None = Field(
         None,
-        description="Redis URL for the exact cache (and the shared θ store); unset = the "
-        "embedded store chosen by exact_store.",
+        description="Redis URL for the exact cache (and the shared θ store, rate limits, "
+        "single-flight locks); redis+cluster:// or rediss+cluster:// = a Redis Cluster reached "
+        "through that node; unset = the embedded store chosen by exact_store.",
+    )
+    redis_cluster: bool = Field(
+        False,
+        description="Treat a plain redis:// or rediss:// URL as a Redis Cluster (a managed "
+        "cluster-mode endpoint); the +cluster schemes select it without this.",
     )
     redis_client_cache: bool = Field(
         True,

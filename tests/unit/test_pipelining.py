@@ -16,7 +16,7 @@ class Fetches:
         self.fail = fail
         self.delay = delay
 
-    async def __call__(self, keys: list[str]) -> list[bytes | None]:
+    async def __call__(self, keys: list[str]) -> list[bytes | BaseException | None]:
         self.calls.append(keys)
         await asyncio.sleep(self.delay)
         if self.fail:
