@@ -153,6 +153,13 @@ class LocalRedisCluster:
         info = replica.client().info("replication")
         return info.get("master_link_status") == "up"
 
+    def replica_of(self, node: Node) -> Node | None:
+        """The master ``node`` replicates, or None for a master."""
+        info = node.client().info("replication")
+        if info.get("role") != "slave":
+            return None
+        return next((n for n in self.nodes if n.port == int(info["master_port"])), None)
+
     def live_nodes(self) -> list[Node]:
         return [n for n in self.nodes if n.proc is not None and n.proc.poll() is None]
 
