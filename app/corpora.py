@@ -11,7 +11,7 @@ from pathlib import Path
 
 from qdrant_client import AsyncQdrantClient
 
-from app.semantic_parts import QDRANT_LOCAL_MEMORY
+from app.semantic_parts import QDRANT_LOCAL_MEMORY, qdrant_distribution
 from config.settings import Settings
 from deja.corpus.files import collect, content_type_for
 from deja.corpus.names import check_corpus_name
@@ -47,7 +47,11 @@ def chunk_store(
     timeout = settings.rag_retrieval_timeout_seconds
     if client is not None:
         return QdrantChunkStore(
-            collection=collection, dim=embedder.dim, client=client, timeout=timeout
+            collection=collection,
+            dim=embedder.dim,
+            client=client,
+            timeout=timeout,
+            distribution=qdrant_distribution(settings),
         )
     if settings.qdrant_url:
         key = settings.qdrant_api_key.get_secret_value() if settings.qdrant_api_key else None
@@ -57,6 +61,7 @@ def chunk_store(
             url=settings.qdrant_url,
             api_key=key,
             timeout=timeout,
+            distribution=qdrant_distribution(settings),
         )
     return EdgeChunkStore(settings.data_dir, collection=collection, dim=embedder.dim)
 

@@ -31,7 +31,7 @@ from deja.temporal.classifier import load_classifier
 from deja.tenancy.thresholds import Thresholds
 from deja.vectorstore.base import VectorStore, collection_name
 from deja.vectorstore.edge import EdgeVectorStore
-from deja.vectorstore.qdrant import QdrantServerVectorStore
+from deja.vectorstore.qdrant import Distribution, QdrantServerVectorStore
 from middleware.semantic import Checks, SemanticSettings, SemanticStep
 from middleware.tasks import BackgroundTasks
 
@@ -58,11 +58,25 @@ def load_embedder(settings: Settings) -> Embedder:
     )
 
 
+def qdrant_distribution(settings: Settings) -> Distribution:
+    """Shards and replicas of the collections this gateway creates on a Qdrant server."""
+    return Distribution(
+        shard_number=settings.qdrant_shard_number,
+        replication_factor=settings.qdrant_replication_factor,
+        write_consistency_factor=settings.qdrant_write_consistency_factor,
+    )
+
+
 def vector_store(settings: Settings, embedder: Embedder) -> VectorStore:
     collection = collection_name(embedder.model_id, embedder.dim)
     if settings.qdrant_url == QDRANT_LOCAL_MEMORY:
         client = AsyncQdrantClient(location=":memory:")
-        return QdrantServerVectorStore(collection=collection, dim=embedder.dim, client=client)
+        return QdrantServerVectorStore(
+            collection=collection,
+            dim=embedder.dim,
+            client=client,
+            distribution=qdrant_distribution(settings),
+        )
     if settings.qdrant_url:
         key = settings.qdrant_api_key.get_secret_value() if settings.qdrant_api_key else None
         return QdrantServerVectorStore(
@@ -71,6 +85,7 @@ def vector_store(settings: Settings, embedder: Embedder) -> VectorStore:
             url=settings.qdrant_url,
             api_key=key,
             timeout=settings.semantic_timeout_seconds,
+            distribution=qdrant_distribution(settings),
         )
     return EdgeVectorStore(settings.data_dir, collection=collection, dim=embedder.dim)
 

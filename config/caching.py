@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Self
 
-from pydantic import BaseModel, Field, SecretStr, field_validator
+from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
 
 
 class CacheSettings(BaseModel):
@@ -167,6 +167,24 @@ class CacheSettings(BaseModel):
         None, description="Qdrant server URL; unset = embedded Qdrant Edge under data_dir."
     )
     qdrant_api_key: SecretStr | None = Field(None, description="API key for the Qdrant server.")
+    qdrant_shard_number: int | None = Field(
+        None,
+        ge=1,
+        description="Shards of a collection the gateway creates on a distributed Qdrant "
+        "(applied at creation only; unset = the server's default).",
+    )
+    qdrant_replication_factor: int | None = Field(
+        None,
+        ge=1,
+        description="Copies of each shard of a collection the gateway creates (applied at "
+        "creation only; unset = the server's default).",
+    )
+    qdrant_write_consistency_factor: int | None = Field(
+        None,
+        ge=1,
+        description="Replicas that must confirm a write before it succeeds (at most the "
+        "replication factor; applied at creation only).",
+    )
     embedder: Literal["onnx", "sentence-transformers"] = Field(
         "onnx", description="Embedding backend; sentence-transformers needs `pip install deja[st]`."
     )
@@ -209,3 +227,13 @@ class CacheSettings(BaseModel):
             except re.error as exc:
                 raise ValueError(f"temporal pattern {pattern!r} is not a regex: {exc}") from exc
         return value
+
+    @model_validator(mode="after")
+    def _check_write_consistency(self) -> Self:
+        wanted, copies = self.qdrant_write_consistency_factor, self.qdrant_replication_factor
+        if wanted is not None and copies is not None and wanted > copies:
+            raise ValueError(
+                f"qdrant_write_consistency_factor ({wanted}) cannot exceed "
+                f"qdrant_replication_factor ({copies})"
+            )
+        return self

@@ -13,9 +13,11 @@ which speaks the same API; local mode ignores payload indexes (it filters by sca
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 import warnings
 from collections.abc import Coroutine
+from dataclasses import dataclass, fields
 from typing import Any, TypeVar
 
 from qdrant_client import AsyncQdrantClient, models
@@ -33,6 +35,8 @@ from deja.vectorstore.base import (
     scope_key,
     stored_payload,
 )
+
+log = logging.getLogger("deja.vectors")
 
 _T = TypeVar("_T")
 #: Payload field → the index it gets.
@@ -65,16 +69,52 @@ async def call_within(what: str, call: Coroutine[Any, Any, _T], seconds: float) 
         raise VectorStoreError(f"{what} failed: {exc}") from exc
 
 
+@dataclass(frozen=True)
+class Distribution:
+    """How a distributed Qdrant spreads a new collection (``DEJA_QDRANT_SHARD_NUMBER``,
+    ``_REPLICATION_FACTOR``, ``_WRITE_CONSISTENCY_FACTOR``; None = the server's default).
+
+    Applied only when the collection is created: Qdrant cannot change a collection's shard
+    count afterwards, and a gateway that silently recreated a shared collection would drop
+    every cached answer of every gateway. A collection made before a setting changed is kept
+    as it is, with a one-line warning naming the setting (``mismatches``); resharding it is an
+    operator's decision (a new collection, or Qdrant's own tools)."""
+
+    shard_number: int | None = None
+    replication_factor: int | None = None
+    write_consistency_factor: int | None = None
+
+    def mismatches(self, params: models.CollectionParams) -> list[str]:
+        """The settings whose value differs from what the server reports for an existing
+        collection; a value the server does not report (None: qdrant-client's local mode
+        reports none) is not a difference."""
+        found = []
+        for item in fields(self):
+            wanted, actual = getattr(self, item.name), getattr(params, item.name, None)
+            if wanted is not None and actual is not None and wanted != actual:
+                found.append(f"DEJA_QDRANT_{item.name.upper()}={wanted} (collection has {actual})")
+        return found
+
+
 async def ensure_collection(
-    client: AsyncQdrantClient, collection: str, dim: int, indexes: IndexSchemas
+    client: AsyncQdrantClient,
+    collection: str,
+    dim: int,
+    indexes: IndexSchemas,
+    distribution: Distribution | None = None,
 ) -> None:
-    """Create ``collection`` (cosine, ``dim``) and its payload indexes when missing; a
-    concurrent creation by another gateway is tolerated, another dimension is refused."""
+    """Create ``collection`` (cosine, ``dim``, sharded and replicated as ``distribution``
+    says) and its payload indexes when missing; a concurrent creation by another gateway is
+    tolerated, another dimension is refused, another distribution is warned about."""
+    spread = distribution or Distribution()
     if not await client.collection_exists(collection):
         try:
             await client.create_collection(
                 collection,
                 vectors_config=models.VectorParams(size=dim, distance=models.Distance.COSINE),
+                shard_number=spread.shard_number,
+                replication_factor=spread.replication_factor,
+                write_consistency_factor=spread.write_consistency_factor,
             )
         except Exception:
             if not await client.collection_exists(collection):
@@ -83,6 +123,10 @@ async def ensure_collection(
     params = info.config.params.vectors
     if isinstance(params, models.VectorParams) and params.size != dim:
         raise ValueError(f"collection has dimension {params.size}, expected {dim}")
+    for mismatch in spread.mismatches(info.config.params):
+        log.warning(
+            "qdrant collection %r was created before %s: kept as it is", collection, mismatch
+        )
     existing = info.payload_schema or {}
     with warnings.catch_warnings():
         # Local mode warns that payload indexes have no effect there: expected.
@@ -108,6 +152,7 @@ class QdrantCollection:
         client: AsyncQdrantClient | None,
         seconds: float,
         prefer_grpc: bool = False,
+        distribution: Distribution | None = None,
     ) -> None:
         if (url is None) == (client is None):
             raise ValueError("pass exactly one of url or client")
@@ -116,6 +161,7 @@ class QdrantCollection:
         self.collection = collection
         self.dim = dim
         self.owns_client = client is None
+        self.distribution = distribution
         if client is None:
             client = AsyncQdrantClient(
                 url=url,
@@ -137,9 +183,10 @@ class QdrantCollection:
 
     async def open(self, indexes: IndexSchemas, seconds: float) -> None:
         """Create the collection and its payload indexes when missing (idempotent)."""
-        await self.call(
-            "open", ensure_collection(self.client, self.collection, self.dim, indexes), seconds
+        ensure = ensure_collection(
+            self.client, self.collection, self.dim, indexes, self.distribution
         )
+        await self.call("open", ensure, seconds)
 
     async def close(self) -> None:
         """Close the client if it was built here (idempotent); the store is unusable after."""
@@ -188,6 +235,7 @@ class QdrantServerVectorStore:
         timeout: seconds allowed to a hot-path call (search, upsert, delete, count).
         maintenance_timeout: seconds allowed to ``open`` and ``delete_expired``.
         prefer_grpc: talk gRPC (port 6334) rather than REST to a server built from ``url``.
+        distribution: shards and replicas of the collection when this store creates it.
     """
 
     name = "qdrant"
@@ -203,6 +251,7 @@ class QdrantServerVectorStore:
         timeout: float = 0.5,
         maintenance_timeout: float = 10.0,
         prefer_grpc: bool = False,
+        distribution: Distribution | None = None,
     ) -> None:
         self.collection = collection
         self.dim = dim
@@ -216,6 +265,7 @@ class QdrantServerVectorStore:
             client=client,
             seconds=max(timeout, maintenance_timeout),
             prefer_grpc=prefer_grpc,
+            distribution=distribution,
         )
         self._client = self._db.client
 

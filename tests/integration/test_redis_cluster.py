@@ -178,6 +178,7 @@ async def test_a_master_killed_under_load_costs_no_wrong_answer_and_no_5xx(
         assert not seen.wrong, f"{len(seen.wrong)} wrong answers"
         back = seen.first(promoted, "exact", moved)
         assert back is not None, "no exact hit on the moved slots within 10 s of promotion"
+        assert back - promoted <= HITS_BACK_WITHIN
         outcomes = {o for _, _, o, _ in seen.replies}
         assert "exact" in outcomes
         print(

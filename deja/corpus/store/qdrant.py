@@ -28,7 +28,7 @@ from deja.corpus.store.base import (
     retrieved,
     split_corpus_key,
 )
-from deja.vectorstore.qdrant import IndexSchemas, QdrantCollection
+from deja.vectorstore.qdrant import Distribution, IndexSchemas, QdrantCollection
 
 _T = TypeVar("_T")
 #: Points per scroll page when listing heads.
@@ -86,6 +86,7 @@ class QdrantChunkStore:
         client: AsyncQdrantClient | None = None,
         timeout: float = 1.0,
         maintenance_timeout: float = 60.0,
+        distribution: Distribution | None = None,
     ) -> None:
         self.collection = collection
         self.dim = dim
@@ -100,6 +101,7 @@ class QdrantChunkStore:
             api_key=api_key,
             client=client,
             seconds=max(timeout, maintenance_timeout),
+            distribution=distribution,
         )
         self._client = self._db.client
 
