@@ -20,7 +20,8 @@ Everything a store catches comes from ``REDIS_ERRORS``: the cluster client also 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import TypeAlias
 from urllib.parse import urlsplit, urlunsplit
 
@@ -30,6 +31,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisClusterException, RedisError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 #: One node or a cluster: the stores use the commands both have.
 RedisClient: TypeAlias = aioredis.Redis | RedisCluster
@@ -64,7 +66,6 @@ def connect_redis(
     is read again before the retry), pool health checks. RESP2, so the invalidation messages
     of client-side caching arrive as ordinary pub/sub messages. ``max_connections`` is per
     node on a cluster."""
-    retry = Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,))
     seed = cluster_url(url, cluster)
     if seed is not None:
         return RedisCluster.from_url(
@@ -72,7 +73,12 @@ def connect_redis(
             socket_timeout=timeout,
             socket_connect_timeout=timeout,
             max_connections=max_connections,
-            retry=retry,
+            # No retry at the cluster level: redis-py retries a failed pipeline by closing the
+            # whole client (every node's connections, under the feet of concurrent commands:
+            # an AttributeError in their write, seen as a 500 in the failover bench). A failed
+            # command marks the slot map for a refresh instead (``refresh_after``), and the
+            # next command reads it.
+            retry=Retry(NoBackoff(), 0),
             # A slot whose master just died is not served until its replica takes over;
             # the others are, and a new client may start meanwhile.
             require_full_coverage=False,
@@ -84,11 +90,24 @@ def connect_redis(
         socket_timeout=timeout,
         socket_connect_timeout=timeout,
         max_connections=max_connections,
-        retry=retry,
+        retry=Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)),
         health_check_interval=HEALTH_CHECK_SECONDS,
         protocol=2,
     )
     return client
+
+
+@contextlib.asynccontextmanager
+async def refresh_after(client: RedisClient) -> AsyncIterator[None]:
+    """Around a cluster pipeline: if a node's connection fails (a master died), have the
+    client read the slot map again before its next command, as redis-py does itself after a
+    single command's connection error (a pipeline's failure does not, with no retry)."""
+    try:
+        yield
+    except (RedisConnectionError, RedisTimeoutError, OSError, TimeoutError):
+        if isinstance(client, RedisCluster):
+            client._initialize = True  # redis-py's own flag: initialize() on the next command
+        raise
 
 
 def node_url(seed: str, host: str, port: int) -> str:
@@ -122,7 +141,7 @@ async def read_many(client: RedisClient, keys: Sequence[str | bytes]) -> list[ob
     if not keys:
         return []
     if isinstance(client, RedisCluster):
-        async with client.pipeline(transaction=False) as pipe:
+        async with refresh_after(client), client.pipeline(transaction=False) as pipe:
             for key in keys:
                 pipe.get(key)
             return list(await pipe.execute(raise_on_error=False))

@@ -37,7 +37,7 @@ from deja.cache.exact.pipelining import GetBatcher
 from deja.cache.exact.tracking import TrackedTier
 from deja.errors import CacheUnavailableError, describe
 from deja.observability.outage import Outage
-from deja.redisclient import REDIS_ERRORS, RedisClient, read_many
+from deja.redisclient import REDIS_ERRORS, RedisClient, read_many, refresh_after
 
 log = logging.getLogger("deja.cache")
 
@@ -136,7 +136,8 @@ class RedisExactStore:
             self.tracking.forget(key)
         try:
             async with asyncio.timeout(self._timeout):
-                async with self._client.pipeline(transaction=False) as pipe:
+                pipeline = self._client.pipeline(transaction=False)
+                async with refresh_after(self._client), pipeline as pipe:
                     pipe.set(KEY_PREFIX + key, answer.to_bytes(), ex=ttl)
                     pipe.delete(HITS_PREFIX + key)  # a new answer counts from zero
                     await pipe.execute()
@@ -155,7 +156,8 @@ class RedisExactStore:
         pending, self._hits = self._hits, {}
         with contextlib.suppress(*REDIS_ERRORS):
             async with asyncio.timeout(self._timeout):
-                async with self._client.pipeline(transaction=False) as pipe:
+                pipeline = self._client.pipeline(transaction=False)
+                async with refresh_after(self._client), pipeline as pipe:
                     for key, count in pending.items():
                         pipe.incrby(HITS_PREFIX + key, count)
                         pipe.expire(HITS_PREFIX + key, HITS_TTL_SECONDS)
