@@ -74,6 +74,14 @@ KEY_PREFIX = "deja:x:"
 CHAT = "/v1/chat/completions"
 
 
+def children(pid: int) -> list[int]:
+    """The worker processes of ``deja serve --workers N`` (their CPU counts too)."""
+    try:
+        return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
 def start_gateway(
     name: str, replica: str, redis_url: str, workers: int, extra: dict[str, str]
 ) -> Proc:
@@ -176,7 +184,8 @@ def throughput(
         for name, gw in gateways.items():
             prime(gw.url, bodies(args.questions, f"{variant}"))
             lua = cycling_lua(bodies(args.questions, f"{variant}"))
-            targets.append(Target(name, gw.url + CHAT, lua))
+            pids = [gw.popen.pid, *children(gw.popen.pid)]
+            targets.append(Target(name, gw.url + CHAT, lua, {f"pid{p}": p for p in pids}))
         combined, _ = run_interleaved(
             targets, connections=args.connections, duration=args.duration, rounds=args.rounds
         )
@@ -184,7 +193,12 @@ def throughput(
         for gw in gateways.values():
             stop_process(gw)
     node, cluster = combined
+    cpu = {
+        r.label: sum(r.cpu_s.values()) / r.requests * 1e6 if r.requests else 0.0 for r in combined
+    }
     return {
+        "cpu_us_per_hit": cpu,
+        "cpu_ratio": ratio(cpu["cluster"], cpu["node"]),
         "variant": variant,
         "runs": {r.label: r.as_dict() for r in combined},
         "per_process_rps": {r.label: r.rps / args.workers for r in combined},
@@ -294,18 +308,32 @@ def summary(results: dict[str, Any], args: argparse.Namespace) -> None:
                     run["per_process_rps"][name],
                     r["p50_ms"],
                     r["p99_ms"],
+                    run["cpu_us_per_hit"][name],
                     r["non_2xx"] + r["socket_errors"],
                 ]
             )
     print(
         table(
-            ["variant", "backend", "req/s", "req/s per process", "p50 ms", "p99 ms", "errors"], rows
+            [
+                "variant",
+                "backend",
+                "req/s",
+                "req/s/process",
+                "p50 ms",
+                "p99 ms",
+                "CPU µs/hit",
+                "errors",
+            ],
+            rows,
         )
     )
     for run in results["throughput"]:
         ok = run["ratio"] >= 0.8
-        name, value = run["variant"], run["ratio"]
-        print(f"cluster / one Redis, {name}: {value:.3f} ({verdict(ok)}: target >= 0.8)")
+        name, value, cpu = run["variant"], run["ratio"], run["cpu_ratio"]
+        print(
+            f"cluster / one Redis, {name}: throughput {value:.3f} ({verdict(ok)}: target >= 0.8),"
+            f" gateway CPU per hit {cpu:.3f}"
+        )
     f = results["failover"]
     back = f["promotion_to_hits_s"]
     ok = f["status_5xx"] == 0 and f["wrong_answers"] == 0 and back is not None and back <= 10
