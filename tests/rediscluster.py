@@ -104,21 +104,22 @@ class LocalRedisCluster:
         raise RuntimeError(f"redis-server on port {node.port} did not start")
 
     def start(self) -> None:
+        """Start the nodes and join them; on any failure stop what was started."""
+        try:
+            self._start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self) -> None:
         for node in self.nodes:
             self._launch(node)
         cli = shutil.which("redis-cli")
         if cli is None:
             raise RuntimeError("redis-cli is not installed; `make test` installs redis-server")
+        create = [cli, "--cluster", "create", *self.addresses()]
         subprocess.run(
-            [
-                cli,
-                "--cluster",
-                "create",
-                *self.addresses(),
-                "--cluster-replicas",
-                "1",
-                "--cluster-yes",
-            ],
+            [*create, "--cluster-replicas", "1", "--cluster-yes"],
             check=True,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
