@@ -41,7 +41,7 @@ from deja.observability.lookups import RecentLookups
 from deja.observability.metrics import Metrics
 from deja.observability.timeline import Timeline, read_counts
 from deja.observability.tracing import Tracing
-from deja.redisclient import connect_redis
+from deja.redisclient import WARM_UP_SECONDS, connect_redis, warm_up
 from deja.replicas.discovery import ModelDiscovery
 from deja.replicas.health import HealthMonitor
 from deja.replicas.pool import ReplicaPool
@@ -153,6 +153,7 @@ class Gateway:
                 cluster=settings.redis_cluster,
             )
             stack.push_async_callback(redis.aclose)
+            await warm_up(redis, WARM_UP_SECONDS)
         exact = await exact_store(stack, settings, redis)
         embedder = open_embedder(stack, settings)
         parts = await SemanticParts.open(

@@ -20,7 +20,7 @@ from deja.cache.exact.tiered import TieredExactStore
 from deja.cache.exact.tracking import TrackedTier
 from deja.cache.flightlock import FlightLock
 from deja.observability.metrics import Metrics
-from deja.redisclient import RedisClient, connect_redis, node_clients
+from deja.redisclient import WARM_UP_SECONDS, RedisClient, connect_redis, node_clients, warm_up
 from deja.replicas.admission import Admission
 from deja.replicas.discovery import ModelDiscovery
 from deja.replicas.health import HealthMonitor
@@ -167,6 +167,7 @@ async def flight_lock(stack: AsyncExitStack, settings: Settings) -> FlightLock |
         cluster=settings.redis_cluster,
     )
     stack.push_async_callback(client.aclose)
+    await warm_up(client, WARM_UP_SECONDS)
     return FlightLock(client)
 
 

@@ -20,7 +20,9 @@ Everything a store catches comes from ``REDIS_ERRORS``: the cluster client also 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import TypeAlias
 from urllib.parse import urlsplit, urlunsplit
@@ -32,6 +34,8 @@ from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisClusterException, RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
+
+log = logging.getLogger("deja.cache")
 
 #: One node or a cluster: the stores use the commands both have.
 RedisClient: TypeAlias = aioredis.Redis | RedisCluster
@@ -45,6 +49,8 @@ REDIS_ERRORS: tuple[type[BaseException], ...] = (
 #: A pooled connection idle this long is pinged before it carries a command.
 HEALTH_CHECK_SECONDS = 5
 NodeFactory: TypeAlias = Callable[[str, int], aioredis.Redis]
+#: How long start-up waits for a cluster's slot map (``warm_up``).
+WARM_UP_SECONDS = 5.0
 CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
 
 
@@ -108,6 +114,20 @@ async def refresh_after(client: RedisClient) -> AsyncIterator[None]:
         if isinstance(client, RedisCluster):
             client._initialize = True  # redis-py's own flag: initialize() on the next command
         raise
+
+
+async def warm_up(client: RedisClient, seconds: float) -> None:
+    """Read a cluster's slot map (and the command table redis-py routes by) now, at start-up,
+    within ``seconds``: done lazily it falls on the first request, inside that request's
+    short per-operation timeout, which a loaded machine misses (the first answers were
+    ``off``). A failure is only logged: the client tries again on its next command."""
+    if not isinstance(client, RedisCluster):
+        return
+    try:
+        async with asyncio.timeout(seconds):
+            await client.initialize()
+    except REDIS_ERRORS as exc:
+        log.warning("redis cluster not reachable at start-up (%s); will retry on use", exc)
 
 
 def node_url(seed: str, host: str, port: int) -> str:
