@@ -241,7 +241,14 @@ async def test_two_processes_sharing_redis_keep_the_invalidation_promise(
     """Both gateways answer from their local tier; an admin delete on one is a miss on both."""
     body = {"model": SIM_MODEL, "messages": [{"role": "user", "content": uuid.uuid4().hex}]}
     admin = {"authorization": "Bearer admin"}
-    common = {"replicas": sims.urls, "redis_url": redis_url, "admin_key": "admin"}
+    # A generous per-operation timeout: this checks the promise, not Redis's latency on a
+    # loaded machine (at 0.25 s a slow reply turns a hit into `off`).
+    common = {
+        "replicas": sims.urls,
+        "redis_url": redis_url,
+        "admin_key": "admin",
+        "redis_timeout_seconds": 2.0,
+    }
     async with (
         make_gateway(**common) as (one, app_one),
         make_gateway(**common) as (two, app_two),

@@ -169,8 +169,15 @@ async def test_two_gateways_sharing_redis_make_one_upstream_call(
     slow: SimCluster, make_gateway: Any, redis_url: str
 ) -> None:
     async with (
-        make_gateway(replicas=slow.urls, redis_url=redis_url) as (one, _),
-        make_gateway(replicas=slow.urls, redis_url=redis_url) as (two, _),
+        # 2 s per Redis operation: this checks the coalescing, not Redis's latency under load.
+        make_gateway(replicas=slow.urls, redis_url=redis_url, redis_timeout_seconds=2.0) as (
+            one,
+            _,
+        ),
+        make_gateway(replicas=slow.urls, redis_url=redis_url, redis_timeout_seconds=2.0) as (
+            two,
+            _,
+        ),
         httpx.AsyncClient(timeout=30) as http,
     ):
         question = body(f"two gateways {uuid.uuid4().hex}")
