@@ -29,6 +29,8 @@ COPY app app
 COPY middleware middleware
 COPY config config
 COPY deja deja
+COPY sim sim
+COPY tuning tuning
 RUN pip install --no-deps . \
  && deja --version
 

@@ -5,8 +5,12 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 RUNTIME_STAMP := $(VENV)/.deja-runtime
 DEV_STAMP := $(VENV)/.deja-dev
+# Every runtime and test dependency pinned with hashes (.ci/lock.py): what the suite passed with.
+LOCK := requirements.lock
+LOCK_VENV ?= .venv-lock
+UV_VERSION := 0.13.8
 
-.PHONY: run test lint typecheck unit install dev bench clean redis-server prometheus chromium help verifier test-st
+.PHONY: run test lint typecheck unit install dev bench clean redis-server prometheus chromium help verifier test-st lock lock-upgrade check-lock
 .DEFAULT_GOAL := help
 
 help:
@@ -14,6 +18,7 @@ help:
 	@echo "             (and this project's docs as the deja-docs corpus)"
 	@echo "make test   - install test deps, lint, type-check, run the suite against a real redis-server"
 	@echo "make bench  - side-by-side benchmarks (bench/README.md)"
+	@echo "make lock   - recompile requirements.lock from pyproject.toml (pins kept; lock-upgrade: newest)"
 	@echo "make test-st - the sentence-transformers embedder for real (PyTorch, in $(TRAIN_VENV))"
 	@echo "make verifier - retrain the shipped verifier (PyTorch in $(TRAIN_VENV), ~35 min on 2 cores)"
 
@@ -21,13 +26,30 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 
-$(RUNTIME_STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -e .
+# The lock holds the runtime and the test dependencies (one file, one resolution), so `make run`
+# installs the test tools too; deja itself goes in last without resolving anything.
+$(RUNTIME_STAMP): pyproject.toml $(LOCK) | $(BIN)/python
+	$(BIN)/pip install -q --require-hashes -r $(LOCK)
+	$(BIN)/pip install -q --no-deps -e .
 	@touch $@
 
-$(DEV_STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -e '.[dev]'
-	@touch $@ $(RUNTIME_STAMP)
+$(DEV_STAMP): $(RUNTIME_STAMP)
+	@touch $@
+
+# Recompile the lock (uv in its own venv, never in deja's); commit requirements.lock after.
+lock:
+	@test -x $(LOCK_VENV)/bin/uv || { $(PYTHON) -m venv $(LOCK_VENV) && \
+	  $(LOCK_VENV)/bin/pip install -q uv==$(UV_VERSION); }
+	$(LOCK_VENV)/bin/python .ci/lock.py --uv $(LOCK_VENV)/bin/uv
+
+lock-upgrade:
+	@test -x $(LOCK_VENV)/bin/uv || { $(PYTHON) -m venv $(LOCK_VENV) && \
+	  $(LOCK_VENV)/bin/pip install -q uv==$(UV_VERSION); }
+	$(LOCK_VENV)/bin/python .ci/lock.py --uv $(LOCK_VENV)/bin/uv --upgrade
+
+# CI fails here when pyproject.toml changed without `make lock`.
+check-lock: $(DEV_STAMP)
+	$(BIN)/python .ci/lock.py --check
 
 install: $(RUNTIME_STAMP)
 dev: $(DEV_STAMP)
@@ -66,7 +88,7 @@ chromium:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
 	    --no-install-recommends chromium fonts-liberation >/dev/null; }
 
-test: $(DEV_STAMP) redis-server prometheus chromium lint typecheck
+test: check-lock $(DEV_STAMP) redis-server prometheus chromium lint typecheck
 	$(BIN)/pytest
 
 # The verifier's training needs PyTorch (the deja[train] extra): it gets its own venv so the
@@ -88,4 +110,4 @@ bench: $(DEV_STAMP)
 	$(BIN)/python bench/gateway_paths.py
 
 clean:
-	rm -rf $(VENV) $(TRAIN_VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis
+	rm -rf $(VENV) $(TRAIN_VENV) $(LOCK_VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

@@ -17,22 +17,25 @@ from typing import Any, BinaryIO
 from opentelemetry.sdk.trace.export import SpanExporter
 from starlette.requests import Request
 
-from app.corpora import open_corpora, preload, retrieve_step
-from app.resources import (
-    Replicas,
-    client_keys,
+from app.wiring.corpora import open_corpora, preload, retrieve_step
+from app.wiring.disk import data_disk
+from app.wiring.replicas import Replicas
+from app.wiring.semantic import SemanticParts, open_embedder, semantic_step, temporal_detector
+from app.wiring.stores import (
     exact_store,
     flight_lock,
-    temporal_detector,
+    lock_data_dir,
+    open_redis,
     uses_data_dir_exclusively,
 )
-from app.semantic_parts import SemanticParts, open_embedder, semantic_step
+from app.wiring.tenancy import client_keys, rate_limiter, threshold_store
+from app.wiring.vectors import VectorBackend
 from config.settings import ConfigError, Settings
 from deja.cache.exact.base import ExactStore
 from deja.corpus.base import DocumentChange
 from deja.corpus.provenance import stale_answers
 from deja.corpus.service import Corpora
-from deja.datadir import DataDirLock
+from deja.diskspace import DiskSpace
 from deja.errors import CacheUnavailableError
 from deja.observability.accesslog import AccessLog
 from deja.observability.audit import AuditTrail
@@ -41,26 +44,27 @@ from deja.observability.lookups import RecentLookups
 from deja.observability.metrics import Metrics
 from deja.observability.timeline import Timeline, read_counts
 from deja.observability.tracing import Tracing
-from deja.redisclient import WARM_UP_SECONDS, connect_redis, warm_up
-from deja.replicas.discovery import ModelDiscovery
-from deja.replicas.health import HealthMonitor
-from deja.replicas.pool import ReplicaPool
-from deja.replicas.upstream import Upstream
-from deja.routing.prefix import PrefixConfig
 from deja.semantic.cache import SEMANTIC_ERRORS, SemanticCache
 from deja.tenancy.keyring import KeyRing
 from deja.tenancy.keywatch import KeysFile, log_change
-from deja.tenancy.ratelimit import MemoryRateLimiter, RateLimiter, RedisRateLimiter
-from deja.tenancy.thresholds import (
-    FileThresholdStore,
-    RedisThresholdStore,
-    Thresholds,
-    ThresholdStore,
-    follow,
-)
+from deja.tenancy.ratelimit import RateLimiter
+from deja.tenancy.thresholds import Thresholds, ThresholdStore, follow
+from deja.upstream.discovery import ModelDiscovery
+from deja.upstream.health import HealthMonitor
+from deja.upstream.pool import ReplicaPool
+from deja.upstream.prefix import PrefixConfig
+from deja.upstream.upstream import Upstream
+from middleware.admit import AdmitStep
+from middleware.embeddings import Embeddings
+from middleware.flight import Flights, FlightStep
+from middleware.lookup import LookupStep
 from middleware.memo import RequestMemo
-from middleware.pipeline import Observability, Pipeline
-from middleware.singleflight import Flights
+from middleware.pipeline import Pipeline
+from middleware.produce import ProduceStep
+from middleware.record import Observability
+from middleware.retrieve import RetrieveStep
+from middleware.semantic import SemanticStep
+from middleware.store import StoreStep
 from middleware.tasks import BackgroundTasks
 
 log = logging.getLogger("deja")
@@ -78,6 +82,8 @@ class Gateway:
     discovery: ModelDiscovery
     exact: ExactStore | None
     semantic: SemanticCache | None
+    #: The semantic lookup (step 4) over ``semantic``, with its checks (the admin reads them).
+    semantic_step: SemanticStep | None
     pipeline: Pipeline
     keys: KeyRing
     limiter: RateLimiter
@@ -94,6 +100,35 @@ class Gateway:
     audit_trail: AuditTrail = field(default_factory=AuditTrail)
     #: The keys file, followed while serving (None in open mode).
     keys_file: KeysFile | None = None
+    #: The data disk's free space against its reserve (None: nothing kept on local disk).
+    space: DiskSpace | None = None
+    #: The simulated replicas ``--demo`` started in this process (a reload keeps them).
+    demo_replicas: list[str] = field(default_factory=list)
+    #: What a generation request passes before the pipeline (built from the fields above).
+    admit_step: AdmitStep = field(init=False)
+
+    def __post_init__(self) -> None:
+        pipeline = self.pipeline
+        self.admit_step = AdmitStep(
+            self.settings,
+            self.limiter,
+            self.discovery,
+            lookup_step=pipeline.lookup_step,
+            memo=pipeline.memo,
+            record_step=pipeline.record_step,
+            retrieve_step=pipeline.produce_step.retrieve_step,
+        )
+        if self.corpora is not None:  # a document change invalidates the answers built on it
+            self.corpora.on_change = self.on_corpus_change
+            self.corpora.on_preview = self.preview_corpus_change
+
+    @functools.cached_property
+    def embeddings(self) -> Embeddings:
+        """The ``/v1/embeddings`` path, on the pipeline's exact store, upstream and telemetry."""
+        obs = self.pipeline.obs
+        return Embeddings(
+            self.exact, self.upstream, self.metrics, obs.access_log, self.background, obs.stats
+        )
 
     @property
     def pool(self) -> ReplicaPool:
@@ -134,85 +169,64 @@ class Gateway:
         span_exporter: SpanExporter | None,
         access_sink: BinaryIO | None,
     ) -> Gateway:
+        """Open every part in dependency order; each builder registers its close on ``stack``."""
         keys, keys_file = client_keys(settings)
-        if uses_data_dir_exclusively(settings):
-            lock = DataDirLock(settings.data_dir)
-            lock.acquire()
-            stack.callback(lock.release)
-        tracing = Tracing(
-            span_exporter, batch=span_exporter is None, langfuse=langfuse_from(settings)
-        )
-        stack.callback(tracing.shutdown)
-        metrics = Metrics(tenant_label=settings.metrics_tenant_label)
+        lock_data_dir(stack, settings)
+        tracing, metrics = _telemetry(stack, settings, span_exporter)
         replicas = await Replicas.open(stack, settings, metrics)
-        redis = None
-        if settings.redis_url:  # the exact store's, θ's and the rate limits' shared store
-            redis = connect_redis(
-                settings.redis_url,
-                timeout=settings.redis_timeout_seconds,
-                cluster=settings.redis_cluster,
-            )
-            stack.push_async_callback(redis.aclose)
-            await warm_up(redis, WARM_UP_SECONDS)
+        redis = await open_redis(stack, settings)
         exact = await exact_store(stack, settings, redis)
         embedder = open_embedder(stack, settings)
+        exclusive = uses_data_dir_exclusively(settings)
+        settings, space = data_disk(settings, embedder, metrics, exclusive=exclusive)
+        vectors = VectorBackend.open(stack, settings, space)
         parts = await SemanticParts.open(
-            stack, settings, metrics, tracing, exact, replicas, embedder
+            stack, settings, metrics, tracing, exact, replicas.upstream, embedder, vectors
         )
-        corpora = await open_corpora(stack, settings, embedder, metrics)
+        corpora = await open_corpora(stack, settings, embedder, metrics, vectors)
         thresholds = parts.thresholds(settings, metrics)
         background = BackgroundTasks()
         stack.push_async_callback(background.drain)  # pending stores finish before closing
-        prefix = PrefixConfig(
-            settings.prefix_mode, settings.prefix_block_size, settings.prefix_max_blocks
-        )
-        access_log = AccessLog(access_sink) if settings.access_log else None
-        flights = Flights() if settings.single_flight and exact is not None else None
-        if flights is not None:
-            stack.push_async_callback(flights.close)
         recent = RecentLookups()
-        pipeline = Pipeline(
+        semantic = semantic_step(settings, parts, thresholds, metrics, background, recent)
+        pipeline = await _pipeline(
+            stack,
+            settings,
+            semantic=semantic,
+            observability=Observability(
+                metrics, tracing, AccessLog(access_sink) if settings.access_log else None
+            ),
             exact=exact,
             upstream=replicas.upstream,
-            semantic=semantic_step(settings, parts, thresholds, metrics, background, recent),
-            temporal=temporal_detector(settings),
-            prefix=prefix,
-            observability=Observability(metrics, tracing, access_log),
             background=background,
-            flights=flights,
-            flight_lock=await flight_lock(stack, settings) if flights is not None else None,
             retrieve=retrieve_step(settings, corpora, embedder, metrics),
-            memo=RequestMemo(settings.request_memo_entries),
+            space=space,
         )
-        gateway = cls(
+        return cls(
             settings=settings,
             upstream=replicas.upstream,
             discovery=replicas.discovery,
             exact=exact,
             semantic=parts.cache,
+            semantic_step=semantic,
             pipeline=pipeline,
             keys=keys,
             keys_file=keys_file,
-            limiter=RedisRateLimiter(redis) if redis is not None else MemoryRateLimiter(),
+            limiter=rate_limiter(redis),
             thresholds=thresholds,
-            threshold_store=RedisThresholdStore(redis)
-            if redis is not None
-            else FileThresholdStore(settings.data_dir / "thresholds.json"),
+            threshold_store=threshold_store(settings, redis),
             metrics=metrics,
             monitor=replicas.monitor,
-            timeline=Timeline(
-                functools.partial(read_counts, pipeline.stats, metrics, replicas.upstream.pool),
-                settings.console_sample_seconds,
-            ),
+            timeline=_timeline(settings, pipeline, metrics, replicas.upstream.pool),
             recent=recent,
             reload=reload,
             background=background,
             corpora=corpora,
+            space=space,
+            demo_replicas=[r.url for r in replicas.upstream.pool.replicas]
+            if replicas.upstream.pool.simulated
+            else [],
         )
-        if corpora is not None:
-            corpora.on_change = gateway.on_corpus_change
-            corpora.on_preview = gateway.preview_corpus_change
-        return gateway
 
     async def on_corpus_change(self, changes: list[DocumentChange]) -> int:
         """A document changed or was removed: drop the cached answers built from it, in both
@@ -242,6 +256,8 @@ class Gateway:
         ]
         if self.pipeline.obs.access_log is not None:
             work.append(self.pipeline.obs.access_log.run_forever())
+        if self.space is not None:
+            work.append(self.space.watch())
         if self.semantic is not None:
             work.append(_sweep_forever(self.semantic, settings.semantic_sweep_seconds))
         if self.corpora is not None and self.corpora.store.shared:
@@ -268,7 +284,7 @@ class Gateway:
         def on_hup() -> None:
             self.reload_keys("SIGHUP")
             try:
-                replicas = reload().replicas
+                replicas = self.configured_replicas(reload())
             except ConfigError as exc:
                 log.error("SIGHUP: config not reloaded: %s", exc)
                 return
@@ -276,6 +292,14 @@ class Gateway:
 
         asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, on_hup)
         return True
+
+    def configured_replicas(self, settings: Settings) -> list[str]:
+        """The replica list a reload of ``settings`` means: the configured one, or in demo mode
+        without one the simulated replicas started at start-up (an empty list there would
+        leave every miss a 503)."""
+        if not settings.replicas and settings.demo and self.demo_replicas:
+            return list(self.demo_replicas)
+        return list(settings.replicas)
 
     def install_keys(self, keys: KeyRing) -> None:
         """Swap in a new key ring: one assignment, so a request authenticates against the old
@@ -317,6 +341,71 @@ class Gateway:
                 if self.semantic is not None:
                     self.metrics.entries.labels("semantic").set(await self.semantic.store.count())
             await asyncio.sleep(ENTRY_GAUGE_SECONDS)
+
+
+def _telemetry(
+    stack: AsyncExitStack, settings: Settings, span_exporter: SpanExporter | None
+) -> tuple[Tracing, Metrics]:
+    """The app's own tracer provider (shut down last) and metrics registry."""
+    tracing = Tracing(span_exporter, batch=span_exporter is None, langfuse=langfuse_from(settings))
+    stack.callback(tracing.shutdown)
+    return tracing, Metrics(tenant_label=settings.metrics_tenant_label)
+
+
+def _timeline(
+    settings: Settings, pipeline: Pipeline, metrics: Metrics, pool: ReplicaPool
+) -> Timeline:
+    """The console's traffic history: the cumulative counts, sampled off the request path."""
+    counts = functools.partial(read_counts, pipeline.stats, metrics, pool.samples)
+    return Timeline(counts, settings.console_sample_seconds)
+
+
+async def _pipeline(
+    stack: AsyncExitStack,
+    settings: Settings,
+    *,
+    semantic: SemanticStep | None,
+    observability: Observability,
+    exact: ExactStore | None,
+    upstream: Upstream,
+    background: BackgroundTasks,
+    retrieve: RetrieveStep | None,
+    space: DiskSpace | None,
+) -> Pipeline:
+    """The request path over the parts the gateway opened (single-flight only with a cache)."""
+    flights = Flights() if settings.single_flight and exact is not None else None
+    if flights is not None:
+        stack.push_async_callback(flights.close)
+    lock = await flight_lock(stack, settings) if flights is not None else None
+    metrics, tracing = observability.metrics, observability.tracing
+    lookup_step = LookupStep(
+        exact,
+        metrics,
+        tracing,
+        semantic_step=semantic,
+        temporal=temporal_detector(settings),
+        space=space,
+    )
+    store_step = None
+    if exact is not None:
+        store_step = StoreStep(exact, metrics, tracing, background, semantic)
+    prefix = PrefixConfig(
+        settings.prefix_mode, settings.prefix_block_size, settings.prefix_max_blocks
+    )
+    produce_step = ProduceStep(
+        upstream, metrics, tracing, prefix=prefix, retrieve_step=retrieve, store_step=store_step
+    )
+    flight_step = None
+    if flights is not None and exact is not None:
+        flight_step = FlightStep(produce_step, flights, exact, metrics, lock)
+    return Pipeline(
+        lookup_step,
+        produce_step,
+        observability=observability,
+        flight_step=flight_step,
+        background=background,
+        memo=RequestMemo(settings.request_memo_entries),
+    )
 
 
 def gateway_of(request: Request) -> Gateway:

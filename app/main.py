@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import BinaryIO
 
 from fastapi import FastAPI
+from fastapi.routing import APIRoute, APIRouter
 from opentelemetry.sdk.trace.export import SpanExporter
 
 from app.api import (
@@ -17,14 +18,25 @@ from app.api import (
     admin_insight,
     admin_semantic,
     console,
+    embeddings,
     health,
     openai_routes,
 )
+from app.api.docs import OPENAPI_PATH, SWAGGER_PATH, install_docs_off
 from app.api.errors import install_error_handlers
 from app.gateway import Gateway
 from config.settings import Settings
 from middleware.asgi import DejaApp
 from middleware.bodyread import BodyReadTimeout
+
+
+def _head_where_get(router: APIRouter) -> APIRouter:
+    """HEAD wherever GET works (Starlette's plain routes do so already; FastAPI's do not):
+    the same handler, and the server sends the headers without the body."""
+    for route in router.routes:
+        if isinstance(route, APIRoute) and route.methods and "GET" in route.methods:
+            route.methods.add("HEAD")
+    return router
 
 
 def create_app(
@@ -53,21 +65,23 @@ def create_app(
         title="deja",
         summary="OpenAI-compatible caching gateway for vLLM",
         lifespan=lifespan,
-        docs_url=None,
+        # No schema unless DEJA_API_DOCS: it lists the whole admin API to anyone who reaches
+        # the port.
+        openapi_url=OPENAPI_PATH if settings.api_docs else None,
+        docs_url=SWAGGER_PATH if settings.api_docs else None,
         redoc_url=None,
         # Starlette's slash redirect builds an absolute Location from the Host header the
         # client sent; app.api.errors redirects with a path-only Location instead.
         redirect_slashes=False,
     )
     install_error_handlers(app)
+    if not settings.api_docs:
+        install_docs_off(app)
     app.router.routes.extend(openai_routes.routes)
+    app.router.routes.extend(embeddings.routes)
     app.router.routes.extend(health.routes)
-    app.include_router(admin.router)
-    app.include_router(admin_cache.router)
-    app.include_router(admin_semantic.router)
-    app.include_router(admin_corpus.router)
-    app.include_router(admin_insight.router)
-    app.include_router(console.router)
-    gateway_app = DejaApp(app, openai_routes.fast_routes)
+    for module in (admin, admin_cache, admin_semantic, admin_corpus, admin_insight, console):
+        app.include_router(_head_where_get(module.router))
+    gateway_app = DejaApp(app, {**openai_routes.fast_routes, **embeddings.fast_routes})
     gateway_app.add_middleware(BodyReadTimeout, timeout=settings.body_read_timeout_seconds)
     return gateway_app

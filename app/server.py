@@ -10,13 +10,15 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import uvicorn
 
 from app.main import create_app
-from app.resources import embedded_parts, uses_data_dir_exclusively
-from app.semantic_parts import verifier_table
+from app.protocol import connection_cap, guarded_protocol, raise_fd_limit
+from app.wiring.semantic import check_targets, verifier_table
+from app.wiring.stores import embedded_parts, uses_data_dir_exclusively
+from config.problems import Problem
 from config.settings import ConfigError, Settings
 from deja.datadir import DataDirLock
 
@@ -27,9 +29,15 @@ def preflight(settings: Settings) -> socket.socket:
     the port is taken; else return the bound socket (uvicorn would only find out after the
     lifespan had loaded the models)."""
     if settings.workers > 1 and (blockers := embedded_parts(settings)):
-        raise ConfigError(
-            f"--workers {settings.workers} needs stores every worker shares; this "
-            f"configuration uses {'; '.join(blockers)}"
+        raise ConfigError.of(
+            [
+                Problem(
+                    settings.written_as("workers"),
+                    str(settings.workers),
+                    "1, unless every store is shared (DEJA_REDIS_URL, DEJA_QDRANT_URL); "
+                    f"this configuration uses {'; '.join(blockers)}",
+                )
+            ]
         )
     if uses_data_dir_exclusively(settings):
         DataDirLock(settings.data_dir).check_free()
@@ -39,7 +47,8 @@ def preflight(settings: Settings) -> socket.socket:
         and settings.semantic_verifier == "onnx"
         and settings.semantic_verifier_fallback == "refuse"
     ):
-        verifier_table(settings)  # a corrupt or mismatched verifier: one line, before loading
+        # A corrupt or mismatched verifier, or a target it cannot serve: before loading.
+        check_targets(settings, verifier_table(settings)[1])
     family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -59,15 +68,19 @@ class AnnouncingServer(uvicorn.Server):
     warning``. The line goes straight to stderr, whatever the log level: it is the one line
     every user of ``deja serve`` needs."""
 
-    def __init__(self, config: uvicorn.Config, url: str, worker: str = "") -> None:
+    def __init__(
+        self, config: uvicorn.Config, url: str, worker: str = "", notes: Sequence[str] = ()
+    ) -> None:
         super().__init__(config)
         self.url = url
         self.worker = worker
+        self.notes = notes
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets=sockets)
         if self.started:
-            sys.stderr.write(f"{listening_line(self.url, self.worker)}\n")
+            lines = [listening_line(self.url, self.worker), *self.notes]
+            sys.stderr.write("".join(f"{line}\n" for line in lines))
             sys.stderr.flush()
 
 
@@ -88,13 +101,17 @@ def run_server(
     sock: socket.socket,
     reload: Callable[[], Settings] | None = None,
     worker: str = "",
+    notes: Sequence[str] = (),
 ) -> None:
     """Serve on ``sock`` until interrupted; SIGHUP (or POST /admin/replicas/reload) calls
-    ``reload``; ``worker`` names this process in the listening line."""
+    ``reload``; ``worker`` names this process in the listening line, ``notes`` follow it (the
+    console's URL and key)."""
+    cap = connection_cap(settings.max_connections, raise_fd_limit())
     config = uvicorn.Config(
         create_app(settings, reload=reload),
         loop="uvloop",
-        http="httptools",
+        # httptools with a header-read deadline and a connection cap (app.protocol).
+        http=guarded_protocol(settings.header_timeout_seconds, cap),
         lifespan="on",
         access_log=False,
         log_level=settings.log_level,
@@ -103,7 +120,7 @@ def run_server(
         server_header=False,
         timeout_graceful_shutdown=10,
     )
-    AnnouncingServer(config, listen_url(sock), worker).run(sockets=[sock])
+    AnnouncingServer(config, listen_url(sock), worker, notes).run(sockets=[sock])
 
 
 #: A worker that dies is restarted after this long (not in a tight loop if it dies at once).
@@ -112,13 +129,16 @@ log = logging.getLogger("deja.server")
 
 
 def run_workers(
-    settings: Settings, sock: socket.socket, reload: Callable[[], Settings] | None = None
+    settings: Settings,
+    sock: socket.socket,
+    reload: Callable[[], Settings] | None = None,
+    notes: Sequence[str] = (),
 ) -> None:
     """``settings.workers`` forked processes serving on the one bound ``sock`` (the kernel
     spreads connections over the processes accepting on it). The parent only supervises:
     SIGINT/SIGTERM/SIGHUP go to every worker, and a worker that dies is restarted."""
     if settings.workers <= 1:
-        run_server(settings, sock, reload)
+        run_server(settings, sock, reload, notes=notes)
         return
     children: dict[int, int] = {}
     stopping = False
@@ -131,7 +151,7 @@ def run_workers(
             code = 0
             try:
                 worker = f"worker {slot + 1}/{settings.workers}, pid {os.getpid()}"
-                run_server(settings, sock, reload, worker)
+                run_server(settings, sock, reload, worker, notes if slot == 0 else ())
             except BaseException:
                 log.exception("worker %d failed", slot)
                 code = 1

@@ -220,8 +220,11 @@ atexit.register(stop_all)
 signal.signal(signal.SIGTERM, _on_signal)
 
 
-def wait_ready(proc: Proc, path: str, timeout: float = 30.0) -> None:
-    """Poll ``GET path`` until it answers 200; fail clearly if the process dies or times out."""
+def wait_ready(proc: Proc, path: str, timeout: float | None = None) -> None:
+    """Poll ``GET path`` until it answers 200; fail clearly if the process dies or times out
+    (``BENCH_READY_SECONDS``, default 30: a loaded machine loads the models more slowly)."""
+    if timeout is None:
+        timeout = float(os.environ.get("BENCH_READY_SECONDS", "30"))
     url = proc.url + path
     deadline = time.monotonic() + timeout
     last = "no answer yet"

@@ -44,12 +44,12 @@ from common import RESULTS_DIR, banner, load_note, percentile, table
 from deja.corpus.base import Chunk
 from deja.corpus.chunking import chunk_document
 from deja.corpus.files import collect, content_type_for
+from deja.corpus.index import CHUNK_INDEXES, ChunkPoint, ChunkStore, corpus_collection
 from deja.corpus.parsing import parse_document
 from deja.corpus.reports import SourceFile
 from deja.corpus.service import Corpora, CorpusSettings, token_counter
-from deja.corpus.store.base import ChunkPoint, corpus_collection
-from deja.corpus.store.edge import EdgeChunkStore
 from deja.embedding.onnx.embedder import OnnxEmbedder, load_onnx_embedder
+from deja.vectors.edge import EdgeCollection
 
 DOCS = Path("/usr/share/doc/python3.11/html")
 MODEL_DIR = RESULTS_DIR / ".cache" / "models"
@@ -103,7 +103,7 @@ async def atimed(coro: Any) -> tuple[Any, float, float]:
 def source_files(sections: list[str]) -> list[SourceFile]:
     files = []
     for section in sections:
-        for document, path in collect([DOCS / section], DOCS):
+        for document, path in collect([DOCS / section], DOCS).files:
             files.append(SourceFile(document, path.read_bytes(), content_type_for(path)))
     return files
 
@@ -126,7 +126,7 @@ def parse_and_chunk(files: list[SourceFile], model_id: str) -> list[str]:
 async def bench_ingest(
     embedder: OnnxEmbedder, files: list[SourceFile], workdir: Path, sample: int
 ) -> tuple[dict[str, Any], Seeds]:
-    store = EdgeChunkStore(workdir / "ingest", collection=corpus_collection("bench", DIM), dim=DIM)
+    store = edge_chunks(workdir / "ingest", corpus_collection("bench", DIM))
     await store.open()
     try:
         corpora = Corpora(store, embedder)
@@ -184,7 +184,14 @@ def make_layout(n: int, seeds: Seeds, tenants: int, large_share: float) -> Layou
     return Layout(seed_of, corpus_of, vectors, corpora)
 
 
-async def build(store: EdgeChunkStore, layout: Layout, seeds: Seeds, batch: int) -> float:
+def edge_chunks(data_dir: Path, collection: str) -> ChunkStore:
+    """The chunk store on an embedded Edge shard, as the gateway builds it."""
+    return ChunkStore(
+        EdgeCollection(data_dir, collection=collection, dim=DIM, indexes=CHUNK_INDEXES)
+    )
+
+
+async def build(store: ChunkStore, layout: Layout, seeds: Seeds, batch: int) -> float:
     started = time.perf_counter()
     for lo in range(0, len(layout.seed_of), batch):
         hi = min(lo + batch, len(layout.seed_of))
@@ -241,7 +248,7 @@ async def bench_retrieval(
     results = []
     for n in args.sizes:
         layout = make_layout(n, seeds, args.tenants, args.large_share)
-        store = EdgeChunkStore(workdir / f"n{n}", collection=corpus_collection("b", DIM), dim=DIM)
+        store = edge_chunks(workdir / f"n{n}", corpus_collection("b", DIM))
         await store.open()
         try:
             build_s = await build(store, layout, seeds, args.batch)

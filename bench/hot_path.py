@@ -27,8 +27,8 @@ sys.path.insert(0, str(BENCH_DIR.parent))
 
 from app.main import create_app  # noqa: E402
 from config.settings import Settings  # noqa: E402
-from deja.sim.config import SimConfig  # noqa: E402
-from deja.sim.runner import start_simulators  # noqa: E402
+from sim.config import SimConfig  # noqa: E402
+from sim.runner import start_simulators  # noqa: E402
 
 BODY = json.dumps(
     {

@@ -310,9 +310,9 @@ def offline_replay(
     over 4 caches, perfect prefix affinity (every request on its key's home replica of the
     gateway's ring, never spilled) over 4 caches, and one cache of 4x the budget. Token hit
     rates over the measured phase: what each routing can reach at best, whatever the timing."""
-    from deja.routing.prefix import prefix_hash
-    from deja.routing.ring import HashRing
-    from deja.sim.engine import PrefixCache, render_chat, tokenize
+    from deja.upstream.prefix import prefix_hash
+    from deja.upstream.ring import HashRing
+    from sim.engine import PrefixCache, render_chat, tokenize
 
     ring = HashRing(urls)
     home_of: dict[int, int] = {}

@@ -34,11 +34,11 @@ from typing import Any
 
 from common import BENCH_DIR, RESULTS_DIR, banner, load_note, pinning_note, ratio, table
 
-from deja.sim.gpus import GPU_PROFILES
-from deja.tuning.grid import DEFAULT_SEQS, DEFAULT_TOKENS, Cell, CellResult, recommend
-from deja.tuning.inprocess import InProcessRunner
-from deja.tuning.profiles import VllmProfile, get_profile
-from deja.tuning.workload import LengthDist, Workload
+from sim.gpus import GPU_PROFILES
+from tuning.grid import DEFAULT_SEQS, DEFAULT_TOKENS, Cell, CellResult, recommend
+from tuning.inprocess import InProcessRunner
+from tuning.profiles import VllmProfile, get_profile
+from tuning.workload import LengthDist, Workload
 
 DENSE_SEQS = (16, 32, 48, 64, 96, 128, 256, 512)
 DENSE_TOKENS = (2048, 4096, 8192, 16384, 32768, 65536)

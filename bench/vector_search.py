@@ -2,9 +2,9 @@
 
 For each size (default 10k and 100k points, 384-dim random unit vectors spread over
 tenants x models x context hashes, a share of them expired), the shard is built through
-``EdgeVectorStore.upsert`` in batches, then searched one query at a time:
+``VectorStore.upsert`` (on an ``EdgeCollection``) in batches, then searched one query at a time:
 
-* ``async``: ``await EdgeVectorStore.search(...)`` on the event loop (uvloop, as the gateway runs)
+* ``async``: ``await VectorStore.search(...)`` on the event loop (uvloop, as the gateway runs)
   -- filter and request building, the hop to the store's thread, the search, the results;
 * ``raw``: the synchronous ``EdgeShard.search`` on a prebuilt request, same filter, in this
   thread (the engine alone).
@@ -40,8 +40,15 @@ import numpy as np
 import qdrant_edge as qe
 from common import RESULTS_DIR, banner, load_note, percentile, table, verdict
 
-from deja.vectorstore.base import Scope, VectorPoint, collection_name
-from deja.vectorstore.edge import EdgeVectorStore, search_filter
+from deja.semantic.index import (
+    QUESTION_INDEXES,
+    Scope,
+    VectorPoint,
+    VectorStore,
+    question_collection,
+    search_filter,
+)
+from deja.vectors.edge import EdgeCollection, edge_filter
 
 DIM = 384
 NOW = 1_700_000_000.0
@@ -92,7 +99,7 @@ def make_queries(corpus: Corpus, count: int, *, large: bool, seed: int) -> list[
     return [(int(corpus.scope_ids[i]), q) for i, q in zip(picks, queries, strict=True)]
 
 
-async def build(store: EdgeVectorStore, corpus: Corpus, batch: int) -> float:
+async def build(store: VectorStore, corpus: Corpus, batch: int) -> float:
     started = time.perf_counter()
     for lo in range(0, len(corpus.entry_ids), batch):
         hi = min(lo + batch, len(corpus.entry_ids))
@@ -137,7 +144,7 @@ class Samples:
 
 
 async def time_async(
-    store: EdgeVectorStore, corpus: Corpus, queries: list[tuple[int, Any]], warmup: int
+    store: VectorStore, corpus: Corpus, queries: list[tuple[int, Any]], warmup: int
 ) -> tuple[Samples, list[str | None]]:
     lists = [(s, q.tolist()) for s, q in queries]
     for s, q in lists[:warmup]:
@@ -160,7 +167,7 @@ def time_raw(
         qe.SearchRequest(
             query=qe.Query.Nearest(q.tolist()),
             limit=1,
-            filter=search_filter(corpus.scopes[s], NOW, None),
+            filter=edge_filter(search_filter(corpus.scopes[s], NOW, None)),
             with_payload=True,
         )
         for s, q in queries
@@ -200,22 +207,23 @@ async def run_size(n: int, args: argparse.Namespace, workdir: Path) -> dict[str,
         expired=args.expired,
         large_share=args.large_share,
     )
-    collection = collection_name("bench-random", DIM)
+    collection = question_collection("bench-random", DIM)
     data_dir = workdir / f"n{n}"
-    store = EdgeVectorStore(data_dir, collection=collection, dim=DIM)
+    edge = EdgeCollection(data_dir, collection=collection, dim=DIM, indexes=QUESTION_INDEXES)
+    store = VectorStore(edge)
     await store.open()
     build_s = await build(store, corpus, args.batch)
     print(f"  built in {build_s:.1f}s ({n / build_s:,.0f} points/s)", flush=True)
     optimize_s = None
     if args.optimize:
         started = time.perf_counter()
-        await store.optimize()
+        await edge.optimize()
         optimize_s = time.perf_counter() - started
         print(f"  optimized (HNSW) in {optimize_s:.1f}s", flush=True)
     close_started = time.perf_counter()
     await store.close()
     close_s = time.perf_counter() - close_started
-    shard_dir = store.path
+    shard_dir = edge.path
     disk = dir_size(shard_dir)
 
     workloads = {
@@ -237,7 +245,9 @@ async def run_size(n: int, args: argparse.Namespace, workdir: Path) -> dict[str,
         shard.close()
 
     # async: through the store, the executor hop included
-    store = EdgeVectorStore(data_dir, collection=collection, dim=DIM)
+    store = VectorStore(
+        EdgeCollection(data_dir, collection=collection, dim=DIM, indexes=QUESTION_INDEXES)
+    )
     await store.open()
     try:
         count = await store.count()

@@ -21,7 +21,7 @@ class CacheSettings(BaseModel):
         None,
         description="Redis URL for the exact cache (and the shared θ store, rate limits, "
         "single-flight locks); redis+cluster:// or rediss+cluster:// = a Redis Cluster reached "
-        "through that node; unset = the embedded store chosen by exact_store.",
+        "through that node; unset = the embedded store chosen by exact_store (disk by default).",
     )
     redis_cluster: bool = Field(
         False,
@@ -38,10 +38,13 @@ class CacheSettings(BaseModel):
         description="Send the exact-cache reads that reach Redis in one event-loop turn as one "
         "MGET (auto-pipelining).",
     )
-    exact_store: Literal["disk", "memory"] = Field(
-        "disk",
-        description="The exact cache without Redis: disk = SQLite under data_dir with a bounded "
-        "in-process tier in front (survives restarts); memory = the in-process tier alone.",
+    exact_store: Literal["disk", "memory", "redis"] | None = Field(
+        None,
+        description="The exact cache: disk = SQLite under data_dir with a bounded in-process "
+        "tier in front (survives restarts); memory = the in-process tier alone; redis = "
+        "redis_url (one node or a cluster). Unset: redis when redis_url is set, else disk. "
+        "A contradiction with "
+        "redis_url is refused at start-up.",
     )
     exact_sweep_seconds: float = Field(
         60.0, gt=0, description="How often expired entries are deleted from the disk store."
@@ -118,6 +121,14 @@ class CacheSettings(BaseModel):
         None, ge=1, le=32, description="Candidates verified per lookup (default: the table's)."
     )
     verifier_threads: int = Field(1, ge=1, le=64, description="Verifier intra-op threads.")
+    semantic_max_pending: int = Field(
+        4,
+        ge=1,
+        le=1024,
+        description="Semantic lookups embedding and verifying at once; past it a lookup is "
+        'skipped at once as a miss (counted as deja_semantic_errors_total{kind="shed"}) '
+        "instead of queueing into semantic_timeout_seconds.",
+    )
     semantic_skip_verification_above: float | None = Field(
         None,
         ge=0.0,
@@ -203,6 +214,14 @@ class CacheSettings(BaseModel):
         Path(".deja"),
         description="Where the embedded stores (exact answers, vectors) and, by default, "
         "derived model files live.",
+    )
+    disk_reserve_mb: int = Field(
+        64,
+        ge=1,
+        description="Free space kept on data_dir's disk: below it the gateway stops storing and "
+        "indexing (answers are still served, /readyz and deja_disk_low say so) and resumes "
+        "once 25% more is free again. Qdrant Edge writes through mmap: a full disk would end "
+        "the process with SIGBUS.",
     )
     model_dir: Path | None = Field(
         None,

@@ -33,6 +33,18 @@ class RagSettings(BaseModel):
     corpus_max_file_bytes: int = Field(
         20 * 1024 * 1024, ge=1024, description="Largest file ingested; larger ones are refused."
     )
+    corpus_max_pages: int = Field(
+        500, ge=1, description="Most pages of a PDF ingested; a longer one is refused unread."
+    )
+    corpus_max_chunks: int = Field(
+        2000, ge=1, description="Most chunks one document may make; more is refused."
+    )
+    corpus_parse_cpu_seconds: int = Field(
+        30,
+        ge=1,
+        description="CPU seconds a PDF's parse may take, in its own worker process (killed "
+        "past it, or when the ingesting client goes away): a 33 KB PDF once took 205 s.",
+    )
     corpus_embed_batch: int = Field(
         32, ge=1, le=1024, description="Chunks embedded per call during ingestion."
     )
@@ -50,6 +62,12 @@ class RagSettings(BaseModel):
         description="Corpora ingested at start-up for corpus_preload_tenant: "
         "'name=path,path;name2=path' in the environment, a mapping of name to paths in YAML. "
         "Idempotent: unchanged files are skipped, so a restart is fast.",
+    )
+    corpus_preload_follow_symlinks: bool = Field(
+        False,
+        description="Let the preload read what symbolic links point to outside the paths named "
+        "(off: such links are refused and logged, so a link to /etc/passwd never reaches a "
+        "prompt).",
     )
     corpus_preload_tenant: str = Field(
         "default", min_length=1, description="The tenant that owns the preloaded corpora."

@@ -7,15 +7,18 @@ file (``--config`` / ``DEJA_CONFIG``) > defaults.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 import yaml
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import Field, PrivateAttr, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings.exceptions import SettingsError
 
 from config.caching import CacheSettings
+from config.problems import Problem, Sources, problems_from, render, shown, unknown_setting
 from config.rag import RagSettings
 from config.replicas import UpstreamSettings
 
@@ -27,7 +30,17 @@ class ConfigError(ValueError):
     """The configuration cannot be used (bad YAML, unknown key, invalid value).
 
     Raised at start-up and by the CLI, never on a request; ``deja.errors`` re-exports it.
+    ``problems`` names each bad setting as the user wrote it (:mod:`config.problems`); the
+    message is their rendering, so ``str(exc)`` is what to print.
     """
+
+    def __init__(self, message: str, problems: Sequence[Problem] = ()) -> None:
+        super().__init__(message)
+        self.problems = tuple(problems)
+
+    @classmethod
+    def of(cls, problems: Sequence[Problem]) -> ConfigError:
+        return cls(render(problems), problems)
 
 
 class Settings(BaseSettings, UpstreamSettings, CacheSettings, RagSettings):
@@ -36,6 +49,7 @@ class Settings(BaseSettings, UpstreamSettings, CacheSettings, RagSettings):
     observability, secrets)."""
 
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid", frozen=True)
+    _sources: Sources | None = PrivateAttr(None)
 
     # --- server -------------------------------------------------------------------------------
     host: str = Field("127.0.0.1", description="Address the gateway listens on.")
@@ -49,6 +63,25 @@ class Settings(BaseSettings, UpstreamSettings, CacheSettings, RagSettings):
         le=64,
         description="Worker processes sharing the listening socket. Above 1, every store must "
         "be shared (Redis, a Qdrant server): embedded stores are refused at start-up.",
+    )
+    api_docs: bool = Field(
+        False,
+        description="Serve the OpenAPI schema (/openapi.json) and its Swagger page (/docs; the "
+        "page loads Swagger UI from a CDN in the browser). Both follow this one setting: off, "
+        "both answer 404 naming it.",
+    )
+    header_timeout_seconds: float = Field(
+        10.0,
+        gt=0,
+        description="A connection must send a request's headers within this long of opening "
+        "(or of its previous response), else it is closed: slow clients cannot hold it.",
+    )
+    max_connections: int = Field(
+        1000,
+        ge=16,
+        description="Open client connections at most (kept 256 below the open-file limit, "
+        "which deja serve raises to its hard limit); at the cap a new connection evicts the "
+        "one waiting longest for its headers.",
     )
     max_body_bytes: int = Field(
         4 * 1024 * 1024, ge=1024, description="Largest request body accepted; larger gets 413."
@@ -136,6 +169,12 @@ class Settings(BaseSettings, UpstreamSettings, CacheSettings, RagSettings):
             raise ValueError("a key, when set, must not be empty")
         return value
 
+    def written_as(self, field: str) -> str:
+        """The name the user gave ``field`` (``DEJA_SEMANTIC_PRECISION``, a YAML key, a flag),
+        for errors found after loading (e.g. a precision target the calibration table lacks)."""
+        sources = self._sources or Sources(os.environ)
+        return sources.name_of(field)
+
     def masked(self) -> dict[str, Any]:
         """The effective config as plain data, with secrets and URL passwords masked."""
         data = self.model_dump(mode="json")
@@ -159,34 +198,57 @@ def mask_url(url: str) -> str:
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
+    where = f"config file {path}"
     try:
         loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as exc:
-        raise ConfigError(f"cannot read config file {path}: {exc}") from exc
+        raise ConfigError.of(
+            [Problem(where, None, f"a readable file ({exc.strerror or exc})")]
+        ) from None
     except yaml.YAMLError as exc:
-        raise ConfigError(f"config file {path} is not valid YAML: {exc}") from exc
+        reason = " ".join(str(exc).split())
+        raise ConfigError.of(
+            [Problem(where, None, f"valid YAML (the parser says: {reason})")]
+        ) from None
     if loaded is None:
         return {}
     if not isinstance(loaded, dict):
-        raise ConfigError(f"config file {path} must hold a mapping of settings")
+        raise ConfigError.of([Problem(where, None, "a mapping of setting: value")])
     return loaded
 
 
 def load_settings(config_file: Path | str | None = None, **overrides: Any) -> Settings:
-    """Build the effective settings: overrides > ``DEJA_*`` env > YAML file > defaults."""
+    """Build the effective settings: overrides > ``DEJA_*`` env > YAML file > defaults.
+
+    Every failure is a :class:`ConfigError` naming each bad setting as the user wrote it."""
     path = config_file or os.environ.get(f"{ENV_PREFIX}CONFIG")
     from_file = _read_yaml(Path(path)) if path else {}
-    unknown = sorted(set(from_file) - set(Settings.model_fields))
-    if unknown:
-        raise ConfigError(f"unknown setting(s) in {path}: {', '.join(unknown)}")
     env_names = {name.upper() for name in os.environ}
     init = {
         key: value
         for key, value in from_file.items()
         if f"{ENV_PREFIX}{key}".upper() not in env_names
     }
-    init.update({key: value for key, value in overrides.items() if value is not None})
+    given = {key: value for key, value in overrides.items() if value is not None}
+    init.update(given)
+    sources = Sources(
+        environ={k: v for k, v in os.environ.items() if k.upper().startswith(ENV_PREFIX)},
+        yaml_keys=frozenset(init) - set(given),
+        yaml_path=str(path),
+        flags=frozenset(given),
+    )
+    fields = Settings.model_fields
+    unknown = sorted(set(from_file) - set(fields))
+    if unknown:
+        raise ConfigError.of(
+            [
+                Problem(sources.name_of(k), shown(from_file[k]), unknown_setting(k, fields))
+                for k in unknown
+            ]
+        )
     try:
-        return Settings(**init)
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from exc
+        settings = Settings(**init)
+    except (ValueError, SettingsError) as exc:
+        raise ConfigError.of(problems_from(exc, Settings, sources)) from None
+    settings._sources = sources
+    return settings

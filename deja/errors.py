@@ -20,6 +20,7 @@ Lower-layer exceptions (aiohttp, redis, orjson, onnxruntime, qdrant) are re-rais
     ├── CacheUnavailableError        the exact store failed: served with ``X-Deja-Cache: off``
     ├── ThresholdStoreError          the shared θ store (Redis or the data dir) failed
     ├── VectorStoreError             the vector store failed: the semantic layer is skipped
+    │   └── DiskFullError            the data disk is below its reserve: nothing is written
     ├── EmbedderError                the embedder failed: the semantic layer is skipped
     ├── VerifierError                the verifier failed: the candidate is not served
     ├── RetrievalError               the corpus store failed or timed out (RAG step)
@@ -59,6 +60,7 @@ __all__ = [
     "DataDirInUseError",
     "DeadlineExceededError",
     "DejaError",
+    "DiskFullError",
     "DocumentError",
     "EmbedderError",
     "InvalidRequestError",
@@ -171,6 +173,11 @@ class ThresholdStoreError(DejaError):
 
 class VectorStoreError(DejaError):
     """The vector store failed; the semantic layer is skipped for this request."""
+
+
+class DiskFullError(VectorStoreError):
+    """The data directory's disk is below its reserve (``disk_reserve_mb``): the write was
+    refused before it reached Qdrant Edge's memory maps, where a full disk is a SIGBUS."""
 
 
 class EmbedderError(DejaError):

@@ -21,6 +21,7 @@ from deja.errors import (
     CorpusNotFoundError,
     DeadlineExceededError,
     DejaError,
+    DiskFullError,
     DocumentError,
     InvalidRequestError,
     ModelNotFoundError,
@@ -30,6 +31,7 @@ from deja.errors import (
     PermissionDeniedError,
     QueueFullError,
     RateLimitError,
+    ReplicaConnectError,
     RetrievalError,
     UpstreamClientError,
     UpstreamError,
@@ -37,9 +39,13 @@ from deja.errors import (
     UpstreamTimeoutError,
     UpstreamUnreachableError,
 )
+from deja.observability.throttle import Throttle
 from middleware.responses import JSON, prebuilt
+from middleware.sse import DONE, encode
 
 log = logging.getLogger("deja.api")
+#: An error line per failing request, bounded: a flood of them writes ten lines per 10 s.
+log.addFilter(Throttle())
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +73,7 @@ _TABLE: tuple[tuple[type[DejaError], HttpError], ...] = (
     (QueueFullError, HttpError(503, "service_unavailable", "queue_full")),
     (OverloadedError, HttpError(429, "requests", "overloaded")),
     (RetrievalError, HttpError(503, "service_unavailable", "retrieval_unavailable")),
+    (DiskFullError, HttpError(507, "service_unavailable", "insufficient_storage")),
     (ClientGoneError, HttpError(499, "client_closed_request")),
     (NoHealthyReplicaError, HttpError(503, "service_unavailable", "no_healthy_replica")),
     (DeadlineExceededError, HttpError(504, "timeout", "deadline_exceeded")),
@@ -99,6 +106,37 @@ def http_error(exc: DejaError) -> HttpError:
     return _SERVER
 
 
+#: What a client reads when talking to a replica failed: never the replica's address or the
+#: transport's words (they are logged), and for an answer cut after it began, not "connecting".
+#: ``NoHealthyReplicaError`` keeps its own words: deja writes them (no address), and they say
+#: what to do (e.g. that no replica is configured at all, and which setting names them).
+_UPSTREAM_MESSAGES: tuple[tuple[type[DejaError], str], ...] = (
+    (DeadlineExceededError, "The request's deadline passed while the model was answering."),
+    (UpstreamTimeoutError, "The model replica stopped sending the answer in time."),
+    (ReplicaConnectError, "No model replica could be reached."),
+    (UpstreamUnreachableError, "The connection to the model replica was lost mid-answer."),
+    (UpstreamServerError, "The model replica failed to answer."),
+)
+
+
+def public_message(exc: DejaError) -> str:
+    """``exc``'s message as a client may read it: a replica's 5xx keeps the replica's own
+    words (``replica HOST:PORT failed with 500: …`` → ``The model replica failed with 500:
+    …``); other upstream failures get a fixed sentence (the transport's words name hosts);
+    ``NoHealthyReplicaError`` keeps deja's own words (no address; they say what to do)."""
+    if isinstance(exc, UpstreamServerError):
+        _, sep, rest = exc.message.partition(" failed with ")
+        return f"The model replica failed with {rest}" if sep else _UPSTREAM_MESSAGES[-1][1]
+    if isinstance(exc, UpstreamError) and not isinstance(
+        exc, UpstreamClientError | NoHealthyReplicaError
+    ):
+        for cls, message in _UPSTREAM_MESSAGES:
+            if isinstance(exc, cls):
+                return message
+        return "Talking to the model replica failed."
+    return exc.message
+
+
 def error_body(exc: DejaError) -> dict[str, Any]:
     """OpenAI's error shape for ``exc`` (a replica's own 4xx body passes through)."""
     if isinstance(exc, UpstreamClientError):
@@ -106,7 +144,7 @@ def error_body(exc: DejaError) -> dict[str, Any]:
     shape = http_error(exc)
     return {
         "error": {
-            "message": exc.message,
+            "message": public_message(exc),
             "type": shape.type,
             "param": exc.param,
             "code": shape.code,
@@ -138,9 +176,12 @@ def error_response(exc: BaseException, where: str = "") -> Response:
     return prebuilt(_INTERNAL, JSON, {}, 500)
 
 
-def plain_error(status: int, message: str, code: str | None = None) -> Response:
-    """An OpenAI-shaped error for a status the framework decided (404/405 on unknown routes)."""
-    body = {"error": {"message": message, "type": _INVALID, "param": None, "code": code}}
+def plain_error(
+    status: int, message: str, code: str | None = None, param: str | None = None
+) -> Response:
+    """An OpenAI-shaped error for a status the framework decided (404/405 on unknown routes,
+    422 on a parameter of the wrong type)."""
+    body = {"error": {"message": message, "type": _INVALID, "param": param, "code": code}}
     return prebuilt(orjson.dumps(body), JSON, {}, status)
 
 
@@ -166,4 +207,4 @@ def stream_error_event(exc: DejaError, request_id: str) -> bytes:
             "code": http_error(exc).code or "upstream_error",
         }
     }
-    return b"data: " + orjson.dumps(error) + b"\n\ndata: [DONE]\n\n"
+    return encode(error) + DONE

@@ -1,12 +1,35 @@
-"""What the cache steps (bypass, exact, semantic) hand to the rest of the request path."""
+"""Steps 1-4 of the request path: policy → bypass → exact → semantic, into a :class:`Lookup`.
+
+1. policy: ``req.policy`` (``Cache-Control``, ``X-Deja-*``), parsed at admission
+   (``middleware.policy``).
+2. bypass: a question whose answer depends on when it is asked skips both cache layers and is
+   not stored (the temporal rules; the classifier on the embedding runs in step 4).
+3. exact: the canonical request's key (``cache_key``, the entry id) → ``ExactStore.get``.
+4. semantic: ``middleware.semantic.SemanticStep`` (embed, search the scope, verify).
+
+The :class:`Lookup` is either an answer to replay, or what a miss needs downstream: the entry id,
+the question and its vector, and :attr:`Lookup.storable`, the one decision "may this request's
+answer be stored".
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import time
 from dataclasses import dataclass
+from typing import Protocol
 
 from deja.cache.entry import CachedAnswer
-from deja.request import Outcome
-from deja.semantic.scope import SemanticQuery
+from deja.cache.exact.base import ExactStore
+from deja.cache.keys import cache_key
+from deja.diskspace import DiskSpace
+from deja.errors import CacheUnavailableError
+from deja.observability.metrics import Metrics
+from deja.observability.tracing import Tracing
+from deja.request import GatewayRequest, Outcome
+from deja.semantic.scope import SemanticQuery, question_text
+from deja.temporal.rules import TemporalDetector
+from middleware.memo import Prepared
 
 
 @dataclass(slots=True)
@@ -27,3 +50,93 @@ class Lookup:
     verifier_score: float | None = None
     query: SemanticQuery | None = None
     vector: list[float] | None = None
+    #: The replica's answer to this request may be stored (set only by :meth:`miss`).
+    storable: bool = False
+
+    @classmethod
+    def miss(cls, outcome: Outcome, entry_id: str | None, req: GatewayRequest) -> Lookup:
+        """A miss, and the one place that decides whether its answer may be stored: it has an
+        entry id (cacheable, not bypassed, an exact store to hold it) and the request's policy
+        writes (no ``no-store``, no ``X-Deja-TTL: 0``)."""
+        return cls(outcome, entry_id, storable=entry_id is not None and req.policy.write)
+
+
+class SemanticLookup(Protocol):
+    """Step 4 as step 3 sees it (``middleware.semantic.SemanticStep``, which builds on
+    :class:`Lookup`): a protocol, so the import points one way."""
+
+    async def lookup(self, req: GatewayRequest, lookup: Lookup) -> Lookup: ...
+
+
+class LookupStep:
+    """Steps 1-4: a hit to replay, or a miss that says whether and where to store its answer."""
+
+    def __init__(
+        self,
+        exact: ExactStore | None,
+        metrics: Metrics,
+        tracing: Tracing,
+        *,
+        semantic_step: SemanticLookup | None = None,
+        temporal: TemporalDetector | None = None,
+        space: DiskSpace | None = None,
+    ) -> None:
+        self.exact = exact
+        #: The data disk: below its reserve a miss is served but not stored (no entry id).
+        self.space = space
+        self.metrics = metrics
+        self.tracing = tracing
+        self.semantic_step = semantic_step
+        self.temporal = temporal
+
+    def prepare(self, req: GatewayRequest) -> Prepared:
+        """What steps 2 and 3 derive from the request alone, so a byte-identical request can
+        reuse it (``middleware.memo``): the bypass reason and the exact key."""
+        reason = self.bypass(req)
+        entry_id = None
+        if reason is None and self.exact is not None and req.cache and req.cacheable:
+            entry_id = cache_key(req.tenant, req.endpoint, req.body, req.key_namespace)
+        return Prepared(req, entry_id, reason)
+
+    async def lookup(self, req: GatewayRequest, prepared: Prepared) -> Lookup:
+        """Steps 2-4 (step 1, ``req.policy``, was parsed at admission)."""
+        reason = prepared.bypass
+        if reason is not None:
+            self.metrics.count(self.metrics.bypasses, reason)
+            return Lookup(Outcome.BYPASS, None, bypass=reason)
+        with self.tracing.span("deja.exact"):
+            lookup = await self.exact_lookup(req, prepared.entry_id)
+        if lookup.answer is None and self.semantic_step is not None:
+            with self.tracing.span("deja.semantic"):
+                lookup = await self.semantic_step.lookup(req, lookup)
+        if lookup.answer is None and self.space is not None and self.space.low:
+            return dataclasses.replace(lookup, entry_id=None, query=None)  # disk full: no store
+        return lookup
+
+    def bypass(self, req: GatewayRequest) -> str | None:
+        """2. bypass: the reason (``temporal``) this request skips the cache because its answer
+        is time-dependent, else None."""
+        if self.exact is None or not req.cache or self.temporal is None:
+            return None
+        found = self.temporal.check(question_text(req))
+        return found.reason if found is not None else None
+
+    async def exact_lookup(self, req: GatewayRequest, entry_id: str | None) -> Lookup:
+        """3. exact: a hit, or a miss that carries the entry id its answer will be stored
+        under. ``entry_id`` is the request's exact key, computed or memoised by ``prepare``;
+        it is None exactly when the request is not cacheable."""
+        store = self.exact
+        if store is None or not req.cache:
+            return Lookup(Outcome.OFF, None)
+        if entry_id is None or not req.policy.read:
+            return Lookup.miss(Outcome.MISS, entry_id, req)
+        started = time.perf_counter()
+        try:
+            answer = await store.get(entry_id)
+        except CacheUnavailableError:
+            self.metrics.count(self.metrics.store_errors, "exact")
+            return Lookup.miss(Outcome.OFF, entry_id, req)
+        self.metrics.lookup("exact", time.perf_counter() - started)
+        if answer is None or answer.older_than(req.policy.max_age):
+            return Lookup.miss(Outcome.MISS, entry_id, req)
+        return Lookup(Outcome.EXACT, entry_id, answer)

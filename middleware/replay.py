@@ -17,6 +17,7 @@ from typing import Any
 import orjson
 
 from deja.cache.entry import CachedAnswer
+from middleware.sse import DONE, encode
 
 #: The extra response field that lists a RAG answer's sources (the SDK keeps unknown fields:
 #: ``completion.model_extra["deja_sources"]``).
@@ -25,7 +26,6 @@ SOURCES_FIELD = "deja_sources"
 REPLAY_CHUNK_CHARS = 48
 
 _WORDS = re.compile(r"\S+\s*|\s+")
-_DONE = b"data: [DONE]\n\n"
 
 
 def split_for_replay(text: str, size: int = REPLAY_CHUNK_CHARS) -> list[str]:
@@ -106,10 +106,6 @@ class JsonReplay:
         return _json_head(answer) + tail
 
 
-def _event(payload: dict[str, Any]) -> bytes:
-    return b"data: " + orjson.dumps(payload) + b"\n\n"
-
-
 def _chat_deltas(message: dict[str, Any]) -> list[dict[str, Any]]:
     deltas: list[dict[str, Any]] = [{"role": "assistant", "content": ""}]
     for field in ("reasoning_content", "reasoning"):
@@ -142,15 +138,15 @@ def replay_sse(answer: CachedAnswer, *, model: str, include_usage: bool) -> byte
     if answer.endpoint == "chat":
         for delta in _chat_deltas(answer.message or {}):
             choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": None}
-            events.append(_event({**base, "choices": [choice]}))
+            events.append(encode({**base, "choices": [choice]}))
         last = {"index": 0, "delta": {}, "logprobs": None, "finish_reason": answer.finish_reason}
     else:
         for piece in split_for_replay(answer.text or ""):
             choice = {"index": 0, "text": piece, "logprobs": None, "finish_reason": None}
-            events.append(_event({**base, "choices": [choice]}))
+            events.append(encode({**base, "choices": [choice]}))
         last = {"index": 0, "text": "", "logprobs": None, "finish_reason": answer.finish_reason}
-    events.append(_event({**base, "choices": [last]}))
+    events.append(encode({**base, "choices": [last]}))
     if include_usage and answer.usage is not None:
-        events.append(_event({**base, "choices": [], "usage": answer.usage}))
-    events.append(_DONE)
+        events.append(encode({**base, "choices": [], "usage": answer.usage}))
+    events.append(DONE)
     return b"".join(events)

@@ -11,8 +11,10 @@ from collections.abc import Mapping
 
 from starlette.responses import Response
 
+from middleware.sse import MEDIA_TYPE
+
 JSON = b"application/json"
-SSE = b"text/event-stream"
+SSE = MEDIA_TYPE.encode()
 
 
 RawHeaders = list[tuple[bytes, bytes]]

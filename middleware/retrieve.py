@@ -36,8 +36,8 @@ Embed = Callable[[str], Awaitable[list[float]]]
 
 
 @dataclass(frozen=True, slots=True)
-class RagSettings:
-    """How retrieval runs (``rag_*`` settings)."""
+class RetrievalPolicy:
+    """How retrieval runs, from the ``rag_*`` settings (``config.rag.RagSettings``)."""
 
     system_prompt: str
     top_k: int = 4
@@ -78,7 +78,7 @@ class RetrieveStep:
     """Checks that a request's corpus exists, and retrieves its context on a miss."""
 
     def __init__(
-        self, retriever: Retriever, embed: Embed, settings: RagSettings, metrics: Metrics
+        self, retriever: Retriever, embed: Embed, settings: RetrievalPolicy, metrics: Metrics
     ) -> None:
         self.retriever = retriever
         self.embed = embed

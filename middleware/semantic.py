@@ -3,8 +3,16 @@ cached questions in its scope above θ, verify them in one batched call, and ser
 whose decision score reaches the cut-off for the request's precision target.
 
 Any failure (embedder, vector store, verifier, the per-lookup timeout) makes the request a plain
-miss: a semantic hit is never served unchecked. The optional judge (the model itself) decides
-grey-zone candidates; shadow checks re-ask a sample of hits in the background.
+miss: a semantic hit is never served unchecked. The miss keeps its question (``query``), so its
+answer is still indexed; when the failure came before the temporal classifier could look at it
+(no vector), the store step classifies it in the background first (:meth:`SemanticStep.settle`)
+and stores nothing it cannot classify (issue 19: a timeout once let "Is there a queue at the
+DMV?" be stored and served, and left 71 vectors for 343 answers). At most ``max_pending``
+lookups embed and verify at once, and fewer while lookups time out (the cap halves on a
+timeout and grows back by one per ten lookups in time: sized for the machine as it is); past
+it a lookup is skipped at once (``shed``), a safe miss, rather than queueing behind the others
+into the timeout. The optional judge (the model
+itself) decides grey-zone candidates; shadow checks re-ask a sample of hits in the background.
 """
 
 from __future__ import annotations
@@ -21,17 +29,17 @@ from deja.cache.exact.base import ExactStore
 from deja.errors import CacheUnavailableError, EmbedderError, VerifierError
 from deja.observability.lookups import Candidate, Cut, LookupSample, RecentLookups
 from deja.observability.metrics import Metrics
-from deja.observability.outage import Outage
+from deja.outage import Outage
 from deja.request import GatewayRequest, Outcome
 from deja.semantic.cache import SEMANTIC_ERRORS, SemanticCache
 from deja.semantic.cutoffs import CalibrationTable
+from deja.semantic.index import ScoredPoint
 from deja.semantic.judge import Judge
 from deja.semantic.scope import ContextRule, SemanticQuery, semantic_query
 from deja.semantic.shadow import ShadowChecks
 from deja.semantic.verifier import Scored, Verifier, rank, same_words
 from deja.temporal.classifier import TemporalClassifier
 from deja.tenancy.thresholds import Thresholds
-from deja.vectorstore.base import ScoredPoint
 from middleware.lookup import Lookup
 
 log = logging.getLogger("deja.pipeline")
@@ -50,6 +58,9 @@ class SemanticSettings:
     #: Serve a top candidate at or above this cosine without verifying it. Off by default:
     #: "Is it safe to eat raw eggs?" and "Is it not safe to eat raw eggs?" score 0.989.
     skip_verification_above: float | None = None
+    #: Lookups embedding/verifying at once (the embedder and the verifier each run on one
+    #: thread); more are skipped at once as a miss instead of waiting into the timeout.
+    max_pending: int = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +101,9 @@ class SemanticStep:
         self.outage = Outage(
             log, "semantic layer skipped (serving as miss)", "semantic layer answering again"
         )
+        self.pending = 0
+        #: Lookups allowed at once now: at most ``max_pending``, halved on each timeout.
+        self.cap = float(settings.max_pending)
 
     async def lookup(self, req: GatewayRequest, lookup: Lookup) -> Lookup:
         """A semantic hit, or ``lookup`` with what storing the answer later needs."""
@@ -103,20 +117,28 @@ class SemanticStep:
         # classifier must first say whether it may be.
         if not req.policy.read and (self.checks.classifier is None or not req.policy.write):
             return lookup
+        if self.pending >= int(self.cap):
+            self.metrics.count(self.metrics.semantic_errors, "shed")
+            return lookup  # a safe miss: stored (classified first) as any other
         started = time.perf_counter()
+        self.pending += 1
         try:
             async with asyncio.timeout(self.settings.timeout):
                 lookup, ranked = await self.candidates(req, lookup, query)
         except SEMANTIC_ERRORS as exc:
             self.failed(exc)
-            return dataclasses.replace(lookup, query=None)
+            if isinstance(exc, TimeoutError):
+                self.cap = max(1.0, self.cap / 2)
+            return lookup  # the question is kept: its answer is still indexed
         finally:  # every attempt counts, failed ones too (the timeout alert divides by it)
+            self.pending -= 1
             self.metrics.lookup("semantic", time.perf_counter() - started)
         self.outage.ok()
+        self.cap = min(float(self.settings.max_pending), self.cap + 0.1)
         if lookup.outcome is Outcome.BYPASS or not ranked:
             return lookup
         result = await self.decide(req, lookup, query, ranked)
-        self.observe(req, query, ranked[0], result.outcome is Outcome.SEMANTIC)
+        self.sample(req, query, ranked[0], result.outcome is Outcome.SEMANTIC)
         return result
 
     async def candidates(
@@ -142,7 +164,7 @@ class SemanticStep:
         floor = max(theta, req.policy.min_similarity or 0.0)
         kept = [p for p in points if p.score >= floor]
         if not kept:
-            self.observe(req, query, Scored(points[0], None) if points else None, False, floor)
+            self.sample(req, query, Scored(points[0], None) if points else None, False, floor)
         verifier, table = self.checks.verifier, self.checks.table
         if not kept or verifier is None or table is None:
             return lookup, [Scored(p, None) for p in kept]
@@ -230,7 +252,7 @@ class SemanticStep:
             verifier_score=cand.score,
         )
 
-    def observe(
+    def sample(
         self,
         req: GatewayRequest,
         query: SemanticQuery,
@@ -273,6 +295,23 @@ class SemanticStep:
             self.metrics.verifier_errors.inc()
         self.metrics.count(self.metrics.semantic_errors, kind)
         self.outage.failed(exc)
+
+    async def settle(self, lookup: Lookup) -> Lookup | None:
+        """Before a miss is stored (background): a lookup that failed or was shed before the
+        temporal classifier saw it is embedded now and classified. None: do not store (the
+        question is time-dependent, or it could not be embedded, so nobody can tell)."""
+        classifier = self.checks.classifier
+        if lookup.query is None or lookup.vector is not None or classifier is None:
+            return lookup
+        try:
+            vector = await self.cache.embed(lookup.query)
+        except SEMANTIC_ERRORS as exc:
+            self.failed(exc)
+            return None
+        if classifier.volatile(vector):
+            self.metrics.count(self.metrics.bypasses, "temporal")
+            return None
+        return dataclasses.replace(lookup, vector=vector)
 
     async def forget(self, entry_id: str) -> None:
         try:

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from deja.sim.config import SimConfig
-from deja.sim.runner import SimCluster, start_simulators
+from sim.config import SimConfig
+from sim.runner import SimCluster, start_simulators
 from tests.rediscluster import LocalRedisCluster, redis_cluster_url_from_env
 from tests.support import RedisServer, gateway, redis_url_from_env
 

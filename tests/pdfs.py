@@ -62,3 +62,39 @@ def encrypt_pdf(data: bytes, user_password: str) -> bytes:
     out = io.BytesIO()
     writer.write(out)
     return out.getvalue()
+
+
+def shared_stream_pdf(n_pages: int, lines: int) -> bytes:
+    """``n_pages`` pages that all draw the same content stream of ``lines`` lines: small on disk,
+    but a text extractor parses the whole stream once per page (issue 19's 33 KB PDF)."""
+    content = (
+        "BT /F1 12 Tf 72 720 Td 14 TL "
+        + " ".join(f"(line {i} of the shared stream) '" for i in range(lines))
+        + " ET"
+    )
+    kids = " ".join(f"{5 + i} 0 R" for i in range(n_pages))
+    objects = [
+        "<< /Type /Catalog /Pages 2 0 R >>",
+        f"<< /Type /Pages /Kids [{kids}] /Count {n_pages} >>",
+        "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+        f"<< /Length {len(content)} >>\nstream\n{content}\nendstream",
+    ]
+    page = (
+        "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] "
+        "/Resources << /Font << /F1 3 0 R >> >> /Contents 4 0 R >>"
+    )
+    objects += [page] * n_pages
+    out = io.BytesIO()
+    out.write(b"%PDF-1.4\n")
+    offsets = []
+    for number, body in enumerate(objects, start=1):
+        offsets.append(out.tell())
+        out.write(f"{number} 0 obj\n{body}\nendobj\n".encode("latin-1"))
+    xref = out.tell()
+    out.write(f"xref\n0 {len(objects) + 1}\n0000000000 65535 f \n".encode())
+    for offset in offsets:
+        out.write(f"{offset:010d} 00000 n \n".encode())
+    out.write(
+        f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode()
+    )
+    return out.getvalue()

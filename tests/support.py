@@ -13,13 +13,16 @@ import tempfile
 import time
 from collections.abc import AsyncIterator, Callable, Generator
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any
 
 import uvicorn
 from qdrant_client import AsyncQdrantClient
 
 from app.main import create_app
 from config.settings import Settings
+from deja.vectors.collection import Collection, Indexes
+from deja.vectors.edge import EdgeCollection
+from deja.vectors.qdrant import QdrantCollection
 
 #: The model the simulated replicas serve.
 SIM_MODEL = "deja-sim-1"
@@ -147,34 +150,37 @@ def redis_url_from_env() -> str | None:
     return os.environ.get("DEJA_TEST_REDIS_URL")
 
 
-class Closeable(Protocol):
-    async def close(self) -> None: ...
-
-
-S = TypeVar("S", bound=Closeable)
+#: The two backends every vector contract test runs on: Qdrant Edge in a temporary folder, and
+#: the Qdrant server backend on qdrant-client's local mode (same client API; no server binary
+#: can be installed here).
+BACKENDS = ["edge", "server-local"]
+CollectionFactory = Callable[..., Collection]
 
 
 @contextlib.asynccontextmanager
-async def store_factory(
-    kind: str,
-    on_edge: Callable[[], S],
-    on_server: Callable[[AsyncQdrantClient], S],
-) -> AsyncIterator[Callable[[], S]]:
-    """For the contract suites run on both backends: a factory of stores of ``kind`` (``edge``,
-    or ``server-local``: qdrant-client's local mode, one client shared by the stores, as one
-    server would be), closing them all (and the client) at the end."""
-    stores: list[S] = []
+async def collection_factory(kind: str, data_dir: Path) -> AsyncIterator[CollectionFactory]:
+    """A factory of collections of ``kind`` over one backing location (``data_dir`` for Edge;
+    for ``server-local`` one local-mode client shared by them all, as one server would be):
+    ``make(name, dim, indexes, **server_options)``. Closes them all (and the client) at the
+    end."""
+    made: list[Collection] = []
     client = AsyncQdrantClient(location=":memory:") if kind == "server-local" else None
 
-    def make() -> S:
-        store = on_edge() if client is None else on_server(client)
-        stores.append(store)
-        return store
+    def make(name: str, dim: int, indexes: Indexes, **server: Any) -> Collection:
+        collection: Collection
+        if client is None:
+            collection = EdgeCollection(data_dir, collection=name, dim=dim, indexes=indexes)
+        else:
+            collection = QdrantCollection(
+                collection=name, dim=dim, indexes=indexes, client=client, **server
+            )
+        made.append(collection)
+        return collection
 
     try:
         yield make
     finally:
-        for store in stores:
-            await store.close()
+        for collection in made:
+            await collection.close()
         if client is not None:
             await client.close()

@@ -26,8 +26,8 @@ from deja.errors import (
     InvalidRequestError,
     PermissionDeniedError,
 )
-from deja.replicas.pool import ReplicaMetrics
 from deja.tenancy.keyring import bearer_token
+from deja.upstream.pool import ReplicaMetrics
 
 
 def shows_admin_key(gateway: Gateway, authorization: str | None) -> bool:
@@ -39,12 +39,20 @@ def shows_admin_key(gateway: Gateway, authorization: str | None) -> bool:
     return hmac.compare_digest(token.encode(), key.get_secret_value().encode())
 
 
+#: The 403 of a gateway started without an admin key. Setting the key in the client's shell
+#: does not help: the gateway reads it at start-up.
+ADMIN_DISABLED = (
+    "the admin API is disabled: this gateway was started without DEJA_ADMIN_KEY; restart it "
+    "with DEJA_ADMIN_KEY set (the CLI and the console then use that same key)"
+)
+
+
 def require_admin(request: Request) -> Gateway:
     """The gateway, once the caller has shown the admin key."""
     gateway = gateway_of(request)
     key = gateway.settings.admin_key
     if key is None or not key.get_secret_value():
-        raise PermissionDeniedError("the admin API is disabled: set DEJA_ADMIN_KEY to enable it")
+        raise PermissionDeniedError(ADMIN_DISABLED)
     sent = request.headers.get("authorization", "")
     token = bearer_token(sent)
     expected = key.get_secret_value().encode()
@@ -162,7 +170,7 @@ async def reload_replicas(gateway: Admin) -> Response:
     if gateway.reload is None:
         raise InvalidRequestError("this gateway was started without a reloadable configuration")
     try:
-        replicas = gateway.reload().replicas
+        replicas = gateway.configured_replicas(gateway.reload())
     except ConfigError as exc:
         raise InvalidRequestError(f"configuration not reloaded: {exc}") from exc
     gateway.reload_replicas(replicas)

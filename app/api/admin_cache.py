@@ -134,7 +134,7 @@ async def cache_stats(gateway: Admin) -> Response:
 
 def _live_precision(gateway: Gateway) -> dict[str, Any] | None:
     """Estimated live precision of semantic hits, from the shadow checks (None: off)."""
-    step = gateway.pipeline.semantic
+    step = gateway.semantic_step
     if step is None or step.checks.shadow is None:
         return None
     return step.checks.shadow.stats()

@@ -23,13 +23,14 @@ from starlette.responses import Response
 
 from app.api.admin import Admin, audit
 from app.api.json import json_response
-from app.api.openai_routes import header_map, read_body
 from app.gateway import Gateway
 from deja.corpus.names import check_corpus_name, check_document_id, check_metadata
 from deja.corpus.reports import SourceFile
 from deja.corpus.service import Corpora
 from deja.errors import InvalidRequestError, NotFoundError
 from deja.tenancy.keyring import DEFAULT_TENANT
+from middleware.admit import disconnect_waiter, header_map, read_body
+from middleware.disconnect import until_disconnect
 
 router = APIRouter(prefix="/admin")
 
@@ -110,7 +111,10 @@ async def put_document(
     headers = header_map(request)
     data = await read_body(request, headers, gateway.settings.corpus_max_file_bytes)
     file = SourceFile(document, data, headers.get("content-type"), metadata)
-    report = await corpora.ingest(tenant, corpus, [file], dry_run=dry_run)
+    # The ingest stops (its parse worker killed, nothing written) when the client goes away.
+    report = await until_disconnect(
+        corpora.ingest(tenant, corpus, [file], dry_run=dry_run), disconnect_waiter(request.receive)
+    )
     line = report.files[0]
     details = line.as_json()
     if not dry_run:

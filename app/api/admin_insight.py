@@ -24,7 +24,7 @@ router = APIRouter(prefix="/admin")
 
 
 def _table(gateway: Gateway) -> CalibrationTable | None:
-    step = gateway.pipeline.semantic
+    step = gateway.semantic_step
     return step.checks.table if step is not None else None
 
 
@@ -46,7 +46,7 @@ async def lookups(gateway: Admin, tenant: str | None = None) -> Response:
     return json_response(
         {
             **gateway.recent.histograms(tenant),
-            "enabled": gateway.pipeline.semantic is not None,
+            "enabled": gateway.semantic_step is not None,
             "theta": thresholds.resolve(tenant or "", ""),
             "precision_target": target,
             "tau": tau if tau is None or tau != float("inf") else None,

@@ -17,7 +17,7 @@ router = APIRouter(prefix="/admin")
 @router.get("/semantic")
 async def semantic_settings(gateway: Admin) -> Response:
     settings = gateway.settings
-    step = gateway.pipeline.semantic
+    step = gateway.semantic_step
     report: dict[str, Any] = {
         "enabled": step is not None,
         "precision": gateway.thresholds.precision.as_json(),
@@ -38,7 +38,13 @@ async def semantic_settings(gateway: Admin) -> Response:
     if checks.table is not None:
         table = checks.table
         target = gateway.thresholds.precision.global_
-        report["calibration"] = {**table.as_json(), "active_tau": table.tau(target)}
+        low, high = table.targets
+        report["calibration"] = {
+            **table.as_json(),
+            "active_tau": table.tau(target),
+            # The targets this table can serve; a change above ``high`` is refused (400).
+            "targets": {"low": low, "high": high},
+        }
     if checks.judge is not None:
         report["judge"].update(calls=checks.judge.calls, tokens=checks.judge.tokens)
     if checks.shadow is not None:

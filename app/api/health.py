@@ -25,10 +25,15 @@ async def healthz(request: Request) -> Response:
 
 
 async def readyz(request: Request) -> Response:
-    """Ready when some replica can take a request now — its last ``/health`` probe answered
-    (the monitor probes every interval; nothing is probed per call) and its breaker is not
-    open in its cooldown — and the exact store answers. Each replica's breaker is reported
-    beside its probe, so a replica that answers ``/health`` but fails requests shows as such.
+    """ "Send me traffic": ready while some replica can take a request now — its last
+    ``/health`` probe answered (the monitor probes every interval; nothing is probed per call)
+    and its breaker is not open in its cooldown. Each replica's breaker is reported beside its
+    probe, so a replica that answers ``/health`` but fails requests shows as such.
+
+    A store outage is reported in the body and does not make the gateway unready: without
+    Redis requests are still answered (``X-Deja-Cache: off``), and below the data disk's
+    reserve (``disk``) they are answered but not stored. Taking every pod out of the Service
+    for a cache outage would turn it into a full outage (issue 19).
 
     Replica addresses are internal: without the admin key the body says only how many replicas
     there are and how many can take a request."""
@@ -50,9 +55,9 @@ async def readyz(request: Request) -> Response:
         checks["replicas"] = replicas
     ready = available > 0
     if gateway.exact is not None:  # the in-process store always answers; Redis may not
-        store_ok = await gateway.exact.ping()
-        checks[gateway.exact.name] = store_ok
-        ready = ready and store_ok
+        checks["exact"] = {"store": gateway.exact.name, "ok": await gateway.exact.ping()}
+    if gateway.space is not None:
+        checks["disk"] = gateway.space.status()
     checks["waiting"] = gateway.upstream.admission.waiting
     checks["status"] = "ready" if ready else "not ready"
     return json_response(checks, status_code=200 if ready else 503)

@@ -18,7 +18,7 @@ import numpy as np
 import orjson
 
 from app.cli.plot import write_plot
-from app.cli.support import CONTEXT, table
+from app.cli.support import CONTEXT, BadSettings, table
 from config.settings import ConfigError, load_settings
 from deja.embedding.onnx.embedder import load_onnx_embedder
 from deja.errors import DejaError
@@ -36,6 +36,7 @@ from deja.semantic.calibration import (
 )
 from deja.semantic.crossencoder import MODEL_FILE, SHIPPED_DIR, CrossEncoder, check_sums
 from deja.semantic.curves import TARGETS, build_table, curve_area, write_calibration
+from deja.semantic.cutoffs import CALIBRATION_FILE, load_table
 
 #: Targets on which the two decision scores are compared (sum of hit rates).
 COMPARE = (0.85, 0.88, 0.90, 0.92, 0.94, 0.95)
@@ -71,7 +72,16 @@ def _pairwise(rows: list[Pair], vectors: dict[str, Any], encoder: CrossEncoder) 
 def _choose(run: CacheRun, decision: str, floor: float, min_labelled: int) -> Decision:
     if decision == "verifier":
         return Decision("verifier")
-    combined = fit_combined(run, floor)
+    try:
+        combined = fit_combined(run, floor)
+    except np.linalg.LinAlgError:
+        # Too few or too uniform pairs to fit [logit, cosine]: the plain verifier score.
+        if decision == "combined":
+            raise click.ClickException(
+                "cannot fit the combined score on these pairs (too few, or all one label): "
+                "label more pairs, or --decision verifier"
+            ) from None
+        return Decision("verifier")
     if decision == "combined":
         return combined
     plain = Decision("verifier")
@@ -97,7 +107,13 @@ def _choose(run: CacheRun, decision: str, floor: float, min_labelled: int) -> De
     show_default=True,
     help="Where the table goes (then set DEJA_SEMANTIC_CALIBRATION_FILE to it).",
 )
-@click.option("--k", type=click.IntRange(1, 32), default=4, show_default=True, help="Candidates.")
+@click.option(
+    "--k",
+    type=click.IntRange(1, 32),
+    default=None,
+    help="Candidates verified per lookup (default: the gateway's, DEJA_SEMANTIC_TOP_K or the "
+    "shipped table's k).",
+)
 @click.option(
     "--floor", type=click.FloatRange(0, 1), default=0.70, show_default=True, help="Cosine floor."
 )
@@ -121,16 +137,23 @@ def _choose(run: CacheRun, decision: str, floor: float, min_labelled: int) -> De
     default=SHIPPED_DIR,
     help="The verifier to calibrate (default: the shipped one).",
 )
+@click.option(
+    "--allow-partial",
+    is_flag=True,
+    help="Write the table even when some targets cannot be fitted (the gateway then refuses "
+    "those targets); without it such a run writes nothing and exits 1.",
+)
 @click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), help="PNG or HTML.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def calibrate_command(
     pairs_file: Path,
     output: Path,
-    k: int,
+    k: int | None,
     floor: float,
     decision: str,
     min_labelled: int,
     verifier_dir: Path,
+    allow_partial: bool,
     plot: Path | None,
     as_json: bool,
 ) -> None:
@@ -139,10 +162,13 @@ def calibrate_command(
     try:
         rows = read_pairs(pairs_file)
         settings = load_settings(None)
+        k = k or settings.semantic_top_k or load_table(SHIPPED_DIR / CALIBRATION_FILE).k
         check_sums(verifier_dir)
         encoder = CrossEncoder.load(verifier_dir, max_tokens=64)
         embedder = load_onnx_embedder(settings.model_dir or settings.data_dir / "models")
-    except (ValueError, ConfigError, DejaError, OSError) as exc:
+    except ConfigError as exc:
+        raise BadSettings(str(exc)) from None
+    except (ValueError, DejaError, OSError) as exc:
         raise click.ClickException(str(exc)) from None
     texts = list(dict.fromkeys([r.a for r in rows] + [r.b for r in rows]))
     click.echo(f"embedding {len(texts)} questions…", err=True)
@@ -159,17 +185,40 @@ def calibrate_command(
         f"{pairs_file.name}: {len(rows)} pairs ({int(run.duplicate.sum())} duplicates), cache "
         f"mode, top-{k} by cosine >= {floor}; deja calibrate"
     )
-    doc = write_calibration(
-        output, verifier_dir / MODEL_FILE, chosen, floor, k, None, fitted, rows_table
-    )
     result = _report(run, served, chosen, rows_table, _pairwise(rows, vectors, encoder))
+    unfitted = [r["precision"] for r in rows_table if r["tau"] is None]
+    written = not unfitted or (allow_partial and len(unfitted) < len(rows_table))
+    if written:
+        write_calibration(
+            output, verifier_dir / MODEL_FILE, chosen, floor, k, None, fitted, rows_table
+        )
     if plot is not None:
-        write_plot(_curves(run, served), f"deja calibrate: {pairs_file.name}", plot)
+        title = f"deja calibrate: {pairs_file.name}, {len(rows)} pairs, top-{k} cache mode"
+        plot = write_plot(_curves(run, served, chosen.kind), title, plot)
     if as_json:
-        payload = {**result, "table": doc["table"]}
+        payload = {**result, "table": rows_table, "unfitted": unfitted, "written": written}
         click.echo(orjson.dumps(payload, option=orjson.OPT_SERIALIZE_NUMPY, default=float).decode())
     else:
-        _print(result, rows_table, output, plot)
+        _print(result, rows_table, output if written else None, plot)
+    if unfitted:
+        _refuse_unfitted(unfitted, len(rows_table), min_labelled, written)
+
+
+def _refuse_unfitted(unfitted: list[float], total: int, min_labelled: int, written: bool) -> None:
+    """Say which targets got no cut-off (a table serving them would never hit) and exit 1
+    unless the table was written on purpose with --allow-partial."""
+    targets = (
+        f"{unfitted[0]:.2f}" if len(unfitted) == 1 else f"{unfitted[0]:.2f}..{unfitted[-1]:.2f}"
+    )
+    why = (
+        f"no cut-off for {len(unfitted)} of {total} precision targets ({targets}): fewer than "
+        f"--min-labelled {min_labelled} labelled hits reached that precision"
+    )
+    if written:
+        click.echo(f"warning: {why}; the gateway refuses those targets", err=True)
+        return
+    hint = "label more pairs" if len(unfitted) == total else "label more pairs, or --allow-partial"
+    raise click.ClickException(f"{why}; nothing written ({hint})")
 
 
 def _report(
@@ -189,7 +238,7 @@ def _rounded(m: dict[str, float]) -> dict[str, Any]:
     return {k: round(float(v), 4) for k, v in m.items() if k != "tau"}
 
 
-def _curves(run: CacheRun, served: Any) -> dict[str, list[tuple[float, float]]]:
+def _curves(run: CacheRun, served: Any, kind: str) -> dict[str, list[tuple[float, float]]]:
     cosine = serve_cosine(run)
     verified = []
     for tau in np.linspace(0.05, 0.995, 60):
@@ -201,11 +250,14 @@ def _curves(run: CacheRun, served: Any) -> dict[str, list[tuple[float, float]]]:
         m = metrics_at(run, cosine, float(theta))
         if m["labelled"]:
             plain.append((m["hit_rate"], m["precision"]))
-    return {"verifier": sorted(verified), "cosine": sorted(plain)}
+    return {
+        f"verified: {kind} score, cut-off τ": sorted(verified),
+        "cosine alone (θ)": sorted(plain),
+    }
 
 
 def _print(
-    result: dict[str, Any], rows_table: list[dict[str, Any]], out: Path, plot: Path | None
+    result: dict[str, Any], rows_table: list[dict[str, Any]], out: Path | None, plot: Path | None
 ) -> None:
     pw = result["pairwise"]
     click.echo(
@@ -234,5 +286,7 @@ def _print(
             right="0123",
         )
     )
-    click.echo(f"\nwrote {out}" + (f" and {plot}" if plot else ""), err=True)
+    wrote = [str(p) for p in (out, plot) if p is not None]
+    if wrote:
+        click.echo(f"\nwrote {' and '.join(wrote)}", err=True)
     sys.stdout.flush()

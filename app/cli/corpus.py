@@ -30,7 +30,7 @@ from app.cli.support import (
     table,
     truncate,
 )
-from deja.corpus.files import collect, content_type_for
+from deja.corpus.files import collect, content_type_for, read_document, shown
 from deja.corpus.names import CORPUS_NAME
 from deja.corpus.parsing.base import EXTENSIONS
 
@@ -91,6 +91,12 @@ def corpus_group() -> None:
     help="Write nothing: report what would be added or updated and how many cached answers "
     "that would invalidate (provenance, and DEJA_RAG_INVALIDATE_NEAR when set).",
 )
+@click.option(
+    "--follow-symlinks",
+    is_flag=True,
+    help="Ingest what symbolic links point to even outside the folders named (by default such "
+    "a link is refused and named).",
+)
 @api_options
 def ingest(
     paths: tuple[Path, ...],
@@ -99,6 +105,7 @@ def ingest(
     root: Path,
     meta: tuple[str, ...],
     dry_run: bool,
+    follow_symlinks: bool,
     url: str,
     key: str,
     as_json: bool,
@@ -107,16 +114,23 @@ def ingest(
     """Add or update the files under PATH… (folders are walked for .md, .markdown, .txt,
     .html, .htm and .pdf files). Unchanged files are skipped; a changed file gets a new
     version and the answers cached from the old one are invalidated. A file that cannot
-    be ingested is named with its reason, and the exit code is then 1."""
+    be ingested is named with its reason, and the exit code is then 1; so is a file refused
+    before reading (a link out of the tree, a name that is not valid UTF-8)."""
     api = Api(url, key, timeout, as_json)
-    files = collect(paths, root)
-    if not files:
+    found = collect(paths, root, follow_symlinks=follow_symlinks)
+    lines: list[dict[str, Any]] = [
+        {"document": name, "status": "failed", "reason": reason} for name, reason in found.refused
+    ]
+    files = found.files
+    if not files and not lines:
         kinds = ", ".join(sorted(EXTENSIONS))
-        raise RefusedError(f"no files to ingest ({kinds}) under {', '.join(map(str, paths))}")
-    lines: list[dict[str, Any]] = []
+        named = ", ".join(shown(path) for path in paths)
+        raise RefusedError(f"no files to ingest ({kinds}) under {named}")
     with _progress(files, show=len(files) >= PROGRESS_MIN_FILES and not as_json) as todo:
         for document, file in todo:
-            lines.append(_send(api, corpus, tenant, document, file, list(meta), dry_run))
+            lines.append(
+                _send(api, corpus, tenant, document, file, list(meta), dry_run, follow_symlinks)
+            )
     if not api.emit({"tenant": tenant, "corpus": corpus, "files": lines}):
         _print_ingest(lines, corpus, dry_run)
     if any(line["status"] == "failed" for line in lines):
@@ -146,11 +160,12 @@ def _send(
     file: Path,
     meta: list[str],
     dry_run: bool = False,
+    follow_symlinks: bool = False,
 ) -> dict[str, Any]:
     """One file's report; a file the gateway refused (or that cannot be read) is a failed
     line, while an unreachable gateway or a rejected key stops the whole run."""
     try:
-        data = file.read_bytes()
+        data = read_document(file, follow_symlinks=follow_symlinks)
         report: dict[str, Any] = api.call(
             "PUT",
             _document_path(corpus, document),

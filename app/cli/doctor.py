@@ -1,5 +1,5 @@
 """``deja doctor``: read the replicas' ``/metrics`` (and deja's own) over a window and apply the
-diagnostic matrix of :mod:`deja.tuning.doctor`."""
+diagnostic matrix of :mod:`tuning.doctor`."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ import httpx
 
 from app.cli.support import EXIT_API_ERROR, EXIT_UNREACHABLE, check_duration
 from deja.errors import ReplicaError
-from deja.tuning.doctor import Finding, diagnose
-from deja.tuning.observe import Observation, ReplicaWindow, observe, replicas_of_gateway
-from deja.tuning.promtext import fetch_metrics
+from tuning.doctor import Finding, diagnose
+from tuning.observe import Observation, ReplicaWindow, observe, replicas_of_gateway
+from tuning.promtext import fetch_metrics
 
 __all__ = ["doctor_command", "run_doctor"]
 
@@ -28,8 +28,12 @@ acceptance < 0.6 (change or disable the drafter); KV usage at 1.0 with preemptio
 --max-num-batched-tokens). Each finding prints the numbers that triggered it.
 
 Replicas: --replica URL (repeatable), or those a --gateway reports. Exit code: 0 nothing
-found, 1 findings, 3 a replica or the gateway could not be read (the others are still checked).
+found, 1 findings, 3 a replica or the gateway could not be read (the others are still checked),
+5 no traffic in the window (nothing to judge: that is not "healthy").
 """
+
+#: Exit code when no replica served a request in the window: no finding would mean nothing.
+EXIT_NO_TRAFFIC = 5
 
 
 async def run_doctor(
@@ -122,6 +126,8 @@ def doctor_command(
         click.echo(f"deja doctor: {exc.message}", err=True)
         sys.exit(EXIT_UNREACHABLE)
     unreachable = [w for w in observation.replicas if w.error is not None]
+    read = [w for w in observation.replicas if w.error is None]
+    idle = not any(w.requests > 0 for w in read)
     if observation.gateway is not None and observation.gateway.error is not None:
         click.echo(f"deja doctor: gateway {observation.gateway.error}", err=True)
     for w in unreachable:
@@ -136,9 +142,17 @@ def doctor_command(
             numbers = ", ".join(f"{k}={v}" for k, v in f.numbers.items())
             click.echo(f"\n[{f.rule}] {f.replica}: {f.symptom}\n  numbers: {numbers}")
             click.echo(f"  change:  {f.change}")
-        if not findings:
+        if not findings and idle:
+            click.echo(
+                f"\nno traffic in the window: {len(read)} replica(s) read, no request finished "
+                f"its first token in {window:g} s, so there is nothing to judge (send traffic, "
+                "or watch a longer --window)"
+            )
+        elif not findings:
             click.echo("\nno finding: nothing in the matrix triggered over the window")
     gateway_failed = observation.gateway is not None and observation.gateway.error is not None
     if unreachable or gateway_failed:
         sys.exit(EXIT_UNREACHABLE)
-    sys.exit(EXIT_API_ERROR if findings else 0)
+    if findings:
+        sys.exit(EXIT_API_ERROR)
+    sys.exit(EXIT_NO_TRAFFIC if idle else 0)

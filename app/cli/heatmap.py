@@ -1,9 +1,9 @@
-"""The ``deja tune`` throughput surface as a heat map: a PNG (no plotting library: pixels and a
-3x5 digit font, encoded by :func:`app.cli.plot.encode_png`) and a self-contained HTML table.
+"""The ``deja tune`` throughput surface as a heat map: a PNG (matplotlib, the ``deja[plot]``
+extra) and a self-contained HTML table (no dependency; the PNG's fallback).
 
-Columns are max-num-seqs, rows max-num-batched-tokens, each cell its output tokens/s: darker is
-faster (from the slowest to the fastest cell); grey cells failed or timed out; a red frame
-marks a cell over the TTFT SLO, a black one the recommendation.
+Columns are max-num-seqs, rows max-num-batched-tokens, each cell its output tokens/s and TTFT
+p99: darker is faster (from the slowest to the fastest cell); grey cells failed or timed out; a
+red frame marks a cell over the TTFT SLO, a black one the recommendation.
 """
 
 from __future__ import annotations
@@ -11,44 +11,14 @@ from __future__ import annotations
 import html
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
-from app.cli.plot import encode_png
-from deja.tuning.grid import CellResult
+from app.cli.plot import new_figure, save_png
+from tuning.grid import CellResult
 
 __all__ = ["write_heatmap_html", "write_heatmap_png"]
-
-_GLYPHS = {
-    "0": "111101101101111", "1": "010110010010111", "2": "111001111100111",
-    "3": "111001111001111", "4": "101101111001001", "5": "111100111001111",
-    "6": "111100111101111", "7": "111001010010010", "8": "111101111101111",
-    "9": "111101111001111", ".": "000000000000010", "-": "000000111000000",
-    "x": "000101010101000", "/": "001001010100100", " ": "000000000000000",
-}  # fmt: skip
-_SCALE = 2
-_CELL_W, _CELL_H, _LEFT, _TOP = 96, 44, 80, 36
-_GREY = (200, 200, 200)
-_RED = (214, 39, 40)
-_BLACK = (0, 0, 0)
-
-
-def _text(img: npt.NDArray[np.uint8], x: int, y: int, text: str, rgb: tuple[int, ...]) -> None:
-    for ch in text:
-        glyph = _GLYPHS.get(ch, _GLYPHS[" "])
-        for i, bit in enumerate(glyph):
-            if bit == "1":
-                gy, gx = y + (i // 3) * _SCALE, x + (i % 3) * _SCALE
-                img[gy : gy + _SCALE, gx : gx + _SCALE] = rgb
-        x += 4 * _SCALE
-
-
-def _frame(img: npt.NDArray[np.uint8], x: int, y: int, rgb: tuple[int, ...], width: int) -> None:
-    img[y : y + width, x : x + _CELL_W] = rgb
-    img[y + _CELL_H - width : y + _CELL_H, x : x + _CELL_W] = rgb
-    img[y : y + _CELL_H, x : x + width] = rgb
-    img[y : y + _CELL_H, x + _CELL_W - width : x + _CELL_W] = rgb
 
 
 def _shade(value: float, span: tuple[float, float]) -> tuple[int, int, int]:
@@ -76,6 +46,25 @@ def _over_slo(r: CellResult, slo_ms: float | None) -> bool:
     return slo_ms is not None and (r.ttft_p99_ms is None or r.ttft_p99_ms > slo_ms)
 
 
+def _frame(ax: Any, col: int, row: int, colour: str, width: float, label: str) -> None:
+    from matplotlib.patches import Rectangle
+
+    ax.add_patch(
+        Rectangle((col - 0.46, row - 0.46), 0.92, 0.92, fill=False, edgecolor=colour,
+                  linewidth=width, label=label)
+    )  # fmt: skip
+
+
+def _cell_text(r: CellResult) -> str:
+    if not r.ok:
+        return r.status
+    return f"{r.throughput:,.0f}\nTTFT p99\n{_seconds(r.ttft_p99_ms)}"
+
+
+def _seconds(ms: float | None) -> str:
+    return "-" if ms is None else (f"{ms / 1000:.1f} s" if ms >= 1000 else f"{ms:.0f} ms")
+
+
 def write_heatmap_png(
     results: Sequence[CellResult],
     seqs: Sequence[int],
@@ -84,31 +73,43 @@ def write_heatmap_png(
     *,
     best: CellResult | None,
     slo_ms: float | None,
+    title: str = "deja tune: output tokens/s per cell",
 ) -> None:
-    """Throughput per cell (tok/s, the number in the cell), axes labelled with their values."""
+    """Throughput per cell on a colour scale with its bar (tok/s), TTFT p99 in each cell, both
+    axes named with their flag, the SLO and the recommendation framed and in the legend."""
     cells = _by_cell(results)
+    grid = np.full((len(tokens), len(seqs)), np.nan)
+    for (s, t), cell in cells.items():
+        if cell.ok and s in seqs and t in tokens:
+            grid[list(tokens).index(t), list(seqs).index(s)] = cell.throughput
+    figure = new_figure(max(8.0, 2.2 + 1.4 * len(seqs)), max(4.5, 2.0 + 0.9 * len(tokens)))
+    ax = figure.add_subplot()
+    ax.set_facecolor("#cccccc")  # failed / timed-out cells show the background
+    image = ax.imshow(grid, cmap="Blues", aspect="auto", origin="lower")
+    figure.colorbar(image, ax=ax, label="output tokens/s (higher is better)")
     span = _span(results)
-    img = np.full((_TOP + _CELL_H * len(tokens) + 8, _LEFT + _CELL_W * len(seqs) + 8, 3), 255,
-                  dtype=np.uint8)  # fmt: skip
-    for col, s in enumerate(seqs):
-        _text(img, _LEFT + col * _CELL_W + 8, 12, str(s), _BLACK)
     for row, t in enumerate(tokens):
-        y = _TOP + row * _CELL_H
-        _text(img, 6, y + _CELL_H // 2 - 5, str(t), _BLACK)
         for col, s in enumerate(seqs):
-            x = _LEFT + col * _CELL_W
             r = cells.get((s, t))
-            colour = _shade(r.throughput, span) if r is not None and r.ok else _GREY
-            img[y + 1 : y + _CELL_H - 1, x + 1 : x + _CELL_W - 1] = colour
             if r is None:
                 continue
-            ink = (255, 255, 255) if r.ok and _dark(r.throughput, span) else _BLACK
-            _text(img, x + 8, y + _CELL_H // 2 - 5, f"{r.throughput:.0f}" if r.ok else "-", ink)
+            ink = "white" if r.ok and _dark(r.throughput, span) else "black"
+            ax.text(col, row, _cell_text(r), ha="center", va="center", fontsize=8, color=ink)
             if r.ok and _over_slo(r, slo_ms):
-                _frame(img, x, y, _RED, 3)
+                _frame(ax, col, row, "#d62728", 2.5, f"TTFT p99 over {slo_ms:g} ms")
             if best is not None and (s, t) == (best.seqs, best.tokens):
-                _frame(img, x, y, _BLACK, 4)
-    path.write_bytes(encode_png(img))
+                _frame(ax, col, row, "black", 4, "recommended")
+    ax.set_xticks(range(len(seqs)), [str(s) for s in seqs])
+    ax.set_yticks(range(len(tokens)), [f"{t:,}" for t in tokens])
+    ax.set_xlabel("--max-num-seqs (sequences in a batch)")
+    ax.set_ylabel("--max-num-batched-tokens\n(tokens per scheduler step)")
+    ax.set_title(title.replace(" (", "\n("), fontsize=10)
+    handles, labels = ax.get_legend_handles_labels()
+    unique = dict(zip(labels, handles, strict=True))
+    if unique:
+        figure.legend(unique.values(), unique.keys(), loc="outside lower center", ncol=2,
+                      fontsize=8, frameon=False)  # fmt: skip
+    save_png(figure, path)
 
 
 def write_heatmap_html(

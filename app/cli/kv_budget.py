@@ -1,5 +1,5 @@
 """``deja kv-budget``: bytes per token, KV tokens and the real number of full-length sequences
-one GPU holds, from a model's ``config.json`` or explicit flags (``deja.tuning.kvbudget``)."""
+one GPU holds, from a model's ``config.json`` or explicit flags (``tuning.kvbudget``)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import click
 
 from app.cli.support import EXIT_API_ERROR
 from deja.errors import ModelConfigError
-from deja.tuning.kvbudget import GIB, KvBudget, ModelShape, kv_budget, load_model_config
+from tuning.kvbudget import GIB, KvBudget, ModelShape, kv_budget, load_model_config
 
 __all__ = ["kv_budget_command"]
 

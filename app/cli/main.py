@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 import orjson
 
+from app.cli.support import BadSettings
 from config.settings import load_settings
 from deja.errors import ConfigError, DataDirInUseError, VerifierError
 
@@ -87,18 +88,27 @@ def serve(
         }
         settings = load_settings(config_file, **overrides)
     except ConfigError as exc:
-        raise click.ClickException(str(exc)) from exc
+        raise BadSettings(str(exc)) from None
     if print_config:
         click.echo(orjson.dumps(settings.masked(), option=orjson.OPT_INDENT_2).decode())
         return
     _configure_logging(settings.log_level)
-    from app.server import preflight, run_workers
+    from app.cli.demo import console_notes, demo_admin_key, uses_demo_key
+    from app.server import listen_url, preflight, run_workers
 
+    generated = None
     try:
+        if uses_demo_key(settings):  # make run: the console works in one step
+            generated = demo_admin_key(settings.data_dir)
+            overrides["admin_key"] = generated[0]
+            settings = load_settings(config_file, **overrides)
         sock = preflight(settings)
-    except (DataDirInUseError, VerifierError, OSError, ConfigError) as exc:
+    except ConfigError as exc:
+        raise BadSettings(str(exc)) from None
+    except (DataDirInUseError, VerifierError, OSError) as exc:
         raise click.ClickException(str(exc)) from None
-    run_workers(settings, sock, reload=lambda: load_settings(config_file, **overrides))
+    notes = console_notes(listen_url(sock), settings, generated)
+    run_workers(settings, sock, reload=lambda: load_settings(config_file, **overrides), notes=notes)
 
 
 def _register_subcommands() -> None:

@@ -7,7 +7,7 @@ from typing import Any, TypeVar
 
 import click
 
-from deja.sim.config import SimConfig
+from sim.config import SimConfig
 
 __all__ = ["sim_command"]
 
@@ -59,8 +59,8 @@ def sim_command(host: str, port: int, profile_name: str | None, **fields: Any) -
     from pydantic import ValidationError
 
     from deja.errors import TuningError
-    from deja.sim.runner import run_simulator
-    from deja.tuning.profiles import get_profile
+    from sim.runner import run_simulator
+    from tuning.profiles import get_profile
 
     given = {k: v for k, v in fields.items() if v is not None}
     if profile_name:

@@ -35,6 +35,7 @@ __all__ = [
     "EXIT_USAGE",
     "AdminError",
     "AuthError",
+    "BadSettings",
     "RefusedError",
     "UnreachableError",
     "parse_duration",
@@ -61,6 +62,16 @@ class RefusedError(AdminError):
     """Refused locally before anything was sent (exit 2, as for usage errors)."""
 
     exit_code = EXIT_USAGE
+
+
+class BadSettings(click.ClickException):
+    """Settings that cannot be used (exit 2), printed as :mod:`config.problems` renders them:
+    the setting as the user wrote it, its value, what is allowed, one line each."""
+
+    exit_code = EXIT_USAGE
+
+    def show(self, file: Any = None) -> None:
+        click.echo(self.message, err=True)
 
 
 class UnreachableError(AdminError):
@@ -151,12 +162,26 @@ def _error_message(response: httpx.Response) -> str:
     return f"{status}: {text}" if text else status
 
 
+def _auth_hint(status: int) -> str:
+    """What to do about a rejected admin key: the key is the gateway's start-up setting, so a
+    value exported in this shell only helps when the gateway was started with the same one."""
+    if status == 403:
+        return (
+            " - the gateway must be started with DEJA_ADMIN_KEY set; --key / DEJA_ADMIN_KEY "
+            "here must then equal it"
+        )
+    return (
+        " - --key / DEJA_ADMIN_KEY here must equal the DEJA_ADMIN_KEY the gateway was started "
+        "with (make run: cat .deja/demo-admin-key)"
+    )
+
+
 def _decode(response: httpx.Response) -> Any:
     status = response.status_code
     if status in (401, 403):
         raise AuthError(
             f"authentication rejected by the gateway (HTTP {status}): "
-            f"{_error_message(response)} - check --key / DEJA_ADMIN_KEY"
+            f"{_error_message(response)}{_auth_hint(status)}"
         )
     if not 200 <= status < 300:
         raise AdminError(_error_message(response))

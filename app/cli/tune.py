@@ -1,6 +1,6 @@
 """``deja tune``: grid search over max-num-seqs x max-num-batched-tokens on a workload; writes a
 JSON result and a heat map (PNG and HTML), recommends the best cell under a TTFT SLO and
-prints its ``vllm serve`` flags. Domain logic: :mod:`deja.tuning`."""
+prints its ``vllm serve`` flags. Domain logic: :mod:`tuning`."""
 
 from __future__ import annotations
 
@@ -13,24 +13,26 @@ import click
 import httpx
 
 from app.cli.heatmap import write_heatmap_html, write_heatmap_png
+from app.cli.plot import INSTALL_HINT, has_matplotlib
 from app.cli.support import EXIT_API_ERROR, EXIT_UNREACHABLE, table
 from deja.errors import ReplicaError, TuningError
-from deja.sim.gpus import GPU_PROFILES
-from deja.tuning.grid import (
+from sim.gpus import GPU_PROFILES
+from tuning.grid import (
     DEFAULT_SEQS,
     DEFAULT_TOKENS,
     Cell,
     CellResult,
     CellRunner,
     ResultStore,
+    flat_axes,
     recommend,
     run_grid,
 )
-from deja.tuning.inprocess import InProcessRunner
-from deja.tuning.process import DEFAULT_REPLICA_CMD, ProcessRunner
-from deja.tuning.profiles import VllmProfile, get_profile, serve_args, shell_command
-from deja.tuning.promtext import fetch_metrics
-from deja.tuning.workload import LengthDist, Workload, workload_from_gateway
+from tuning.inprocess import InProcessRunner
+from tuning.process import DEFAULT_REPLICA_CMD, ProcessRunner
+from tuning.profiles import VllmProfile, get_profile, serve_args, shell_command
+from tuning.promtext import fetch_metrics
+from tuning.workload import LengthDist, Workload, workload_from_gateway
 
 __all__ = ["tune_command"]
 
@@ -66,7 +68,9 @@ def _workload(opts: dict[str, Any], profile: VllmProfile | None) -> tuple[Worklo
     """The workload from the gateway, the flags, or the profile (in that order)."""
     base = profile.workload if profile is not None else None
     max_len = opts["max_model_len"] or (profile.max_model_len if profile else 8192)
-    concurrency = opts["concurrency"] or (base.concurrency if base else 256)
+    # Sized to the grid: at the largest max-num-seqs every request runs, in smaller cells the
+    # rest queue (a concurrency above every cell measures only the queue).
+    concurrency = opts["concurrency"] or (base.concurrency if base else max(opts["seqs"]))
     if opts["from_gateway"]:
         return _gateway_workload(opts, concurrency, max_len)
     prompt = opts["prompt_tokens"] or (base.prompt_tokens if base else "200:2000")
@@ -185,9 +189,21 @@ def _report(
     output: Path = opts["output"]
     title = f"deja tune: output tok/s ({mode_note})"
     png, page = output.with_suffix(".png"), output.with_suffix(".html")
-    write_heatmap_png(results, seqs, tokens, png, best=best, slo_ms=slo)
+    wrote = [output, page]
+    if has_matplotlib():
+        write_heatmap_png(results, seqs, tokens, png, best=best, slo_ms=slo, title=title)
+        wrote.insert(1, png)
+    else:
+        click.echo(f"matplotlib is not installed ({INSTALL_HINT}): no {png}, see {page}", err=True)
     write_heatmap_html(results, seqs, tokens, page, best=best, slo_ms=slo, title=title)
     click.echo(f"\noutput tokens/s ({mode_note}):\n" + _surface(results, seqs, tokens))
+    for axis, moved in flat_axes(results).items():
+        flag = "--max-num-seqs" if axis == "seqs" else "--max-num-batched-tokens"
+        click.echo(
+            f"note: {flag} makes no difference on this workload (throughput moves by at most "
+            f"{moved} across its values): keep the smallest, it holds the least memory",
+            err=True,
+        )
     failed = [r for r in results if not r.ok]
     for r in failed:
         click.echo(f"cell {r.seqs} seqs x {r.tokens} tokens {r.status}: {r.error}", err=True)
@@ -202,7 +218,14 @@ def _report(
             f"{best.preemptions_per_min:g} preemptions/min"
         )
         click.echo(command)
-    click.echo(f"\nwrote {output}, {png}, {page}", err=True)
+        if slo is None:
+            click.echo(
+                f"warning: no --ttft-p99-ms given, so this is the fastest cell whatever its "
+                f"latency (TTFT p99 {_ms(best.ttft_p99_ms)}); give your SLO, e.g. "
+                "--ttft-p99-ms 2000, before deploying it",
+                err=True,
+            )
+    click.echo(f"\nwrote {', '.join(map(str, wrote))}", err=True)
     return EXIT_API_ERROR if failed or best is None else 0
 
 
@@ -229,7 +252,11 @@ def _report(
 @click.option("--profile", "profile_name", help="Workload and flags of a serving profile.")
 @click.option("--prompt-tokens", help="Prompt length: N or MIN:MAX (default 200:2000).")
 @click.option("--output-tokens", help="Output length: N or MIN:MAX (default 100:500).")
-@click.option("--concurrency", type=click.IntRange(min=1), help="Requests in flight (256).")
+@click.option(
+    "--concurrency",
+    type=click.IntRange(min=1),
+    help="Requests in flight (default: the largest --seqs value, or the profile's).",
+)
 @click.option("--max-model-len", type=click.IntRange(min=2), help="Context length (8192).")
 @click.option("--from-gateway", help="Take the lengths from this deja gateway's /metrics.")
 @click.option("--gateway-model", help="With --from-gateway: this model (default: the busiest).")
@@ -299,6 +326,13 @@ def tune_command(**opts: Any) -> None:  # fmt: skip
     except TuningError as exc:
         raise click.ClickException(exc.message) from None
     seqs, tokens = opts["seqs"], opts["tokens"]
+    if workload.concurrency > max(seqs):
+        click.echo(
+            f"warning: --concurrency {workload.concurrency} is above every --seqs value (at most "
+            f"{max(seqs)}): in every cell requests wait in the queue, so TTFT measures the "
+            "queue; lower --concurrency or add larger --seqs values",
+            err=True,
+        )
     cells = [Cell(s, t) for t in tokens for s in seqs]
     mode_note = (
         f"in-process: the simulator's scheduler in simulated time, GPU {opts['gpu']}"

@@ -8,7 +8,7 @@ import click
 import yaml
 
 from deja.errors import TuningError
-from deja.tuning.profiles import get_profile, load_profiles, serve_args, shell_command
+from tuning.profiles import get_profile, load_profiles, serve_args, shell_command
 
 __all__ = ["vllm_args_command"]
 

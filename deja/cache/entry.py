@@ -41,6 +41,9 @@ class CachedAnswer:
     #: RAG provenance: the documents the answer was built from, as
     #: ``{"corpus", "document", "version"}`` records; None for a plain answer.
     sources: list[dict[str, Any]] | None = None
+    #: ``/v1/embeddings``: the replica's ``data`` list (the vectors, in the encoding the
+    #: request asked for, which is part of the key); None for a generation answer.
+    data: list[Any] | None = None
 
     def to_bytes(self) -> bytes:
         return orjson.dumps(asdict(self))

@@ -17,7 +17,7 @@ import orjson
 
 KEY_VERSION = 1
 
-Endpoint = Literal["chat", "completion"]
+Endpoint = Literal["chat", "completion", "embeddings"]
 
 #: Fields that never change the answer's content, so they are left out of the key.
 NON_SEMANTIC_FIELDS: frozenset[str] = frozenset(

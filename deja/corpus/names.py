@@ -14,6 +14,11 @@ METADATA_KEY = re.compile(r"[A-Za-z0-9_-]{1,64}")
 MAX_DOCUMENT_ID = 512
 MAX_METADATA_VALUE = 256
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+#: Bidirectional controls: an id shown as ``report.md`` may be stored as ``report\u202edm.txt``.
+BIDI_CONTROLS = re.compile("[\u200e\u200f\u061c\u202a-\u202e\u2066-\u2069]")
+#: What undecodable bytes become when a URL path is decoded: two different byte names would
+#: both become the same id, so such an id is refused rather than collided.
+REPLACEMENT = "\ufffd"
 
 
 def check_corpus_name(name: str) -> str:
@@ -28,7 +33,20 @@ def check_corpus_name(name: str) -> str:
 
 def check_document_id(document: str) -> str:
     """A relative POSIX path (``docs/architecture.md``): no leading ``/``, no ``.``/``..`` or
-    empty segments, no backslashes or control characters."""
+    empty segments, no backslashes or control characters; no bidirectional controls and no
+    U+FFFD (bytes that were not UTF-8), each refused with its own reason."""
+    if BIDI_CONTROLS.search(document):
+        raise InvalidRequestError(
+            f"invalid document id {document.encode('unicode_escape').decode()!r}: it contains "
+            "a bidirectional control character (U+200E/F, U+061C, U+202A-202E, U+2066-2069)",
+            param="document",
+        )
+    if REPLACEMENT in document:
+        raise InvalidRequestError(
+            f"invalid document id {document!r}: it is not valid UTF-8 (U+FFFD), so it could not "
+            "be told apart from other names",
+            param="document",
+        )
     segments = document.split("/")
     if (
         not document

@@ -10,7 +10,7 @@ for every question that retrieves the same chunks:
 3. then the rest of the conversation, unchanged.
 
 Only one system message is sent because many chat templates accept only one, first. The prefix
-key (``deja.routing.prefix``, static mode) hashes the leading system message, so it covers the
+key (``deja.upstream.prefix``, static mode) hashes the leading system message, so it covers the
 system prompt and the context block.
 """
 

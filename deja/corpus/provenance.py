@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from deja.cache.entry import CachedAnswer
 from deja.cache.exact.base import ExactStore
 from deja.corpus.base import DocumentChange
-from deja.vectorstore.base import VectorStore
+from deja.semantic.index import VectorStore
 
 
 def source_keys(answer: CachedAnswer) -> set[str]:

@@ -38,10 +38,12 @@ from deja.corpus.chunking import (
     tokenizer_counter,
     word_counter,
 )
+from deja.corpus.index import ChunkPoint, ChunkStore, DocumentHead
 from deja.corpus.names import check_document_id, check_metadata
-from deja.corpus.parsing import ParsedDocument, parse_document
+from deja.corpus.parsing import ParsedDocument
+from deja.corpus.parsing.base import detect_format
 from deja.corpus.reports import FileReport, IngestReport, Removal, SourceFile
-from deja.corpus.store.base import ChunkPoint, ChunkStore, DocumentHead
+from deja.corpus.worker import ParseLimits, parse_bounded, parse_isolated
 from deja.embedding.base import Embedder
 from deja.errors import (
     CorpusNotFoundError,
@@ -71,6 +73,11 @@ class CorpusSettings:
     max_file_bytes: int = 20 * 1024 * 1024
     retrieval_timeout: float = 1.0
     embed_batch: int = 32
+    #: Bounds of one document (issue 19): PDF pages, chunks, and the CPU seconds of the PDF
+    #: parse, which runs in its own worker process (``deja.corpus.worker``).
+    max_pages: int = 500
+    max_chunks: int = 2000
+    parse_cpu_seconds: int = 30
 
 
 def token_counter(model_id: str) -> tuple[str, TokenCounter]:
@@ -240,7 +247,7 @@ class Corpora:
         if current is not None and current.content_hash == content_hash:
             return FileReport(document, "unchanged", current.version, chunks=current.chunks)
         try:
-            parsed, pieces = await asyncio.to_thread(self._parse, file)
+            parsed, pieces = await self._parse(file)
         except DocumentError as exc:
             return FileReport(document, "failed", reason=exc.message)
         version = current.version + 1 if current is not None else 1
@@ -279,15 +286,28 @@ class Corpora:
             dry_run=dry_run,
         )
 
-    def _parse(self, file: SourceFile) -> tuple[ParsedDocument, list[ChunkText]]:
-        """Parse and chunk (a worker thread)."""
+    async def _parse(self, file: SourceFile) -> tuple[ParsedDocument, list[ChunkText]]:
+        """Parse (a PDF in its own bounded worker process, anything else in a thread: their
+        cost is linear in their size, a PDF's is not) and chunk, within the limits."""
         s = self.settings
-        parsed = parse_document(
-            file.document, file.data, content_type=file.content_type, max_bytes=s.max_file_bytes
+        limits = ParseLimits(s.max_file_bytes, s.max_pages, s.parse_cpu_seconds)
+        args = (file.document, file.data, file.content_type, limits)
+        if detect_format(file.document, file.content_type) == "pdf":
+            parsed = await parse_isolated(*args)
+        else:
+            parsed = await asyncio.to_thread(parse_bounded, *args)
+        pieces = await asyncio.to_thread(
+            chunk_document,
+            parsed,
+            max_tokens=s.chunk_tokens,
+            overlap=s.chunk_overlap,
+            count=self._count,
         )
-        pieces = chunk_document(
-            parsed, max_tokens=s.chunk_tokens, overlap=s.chunk_overlap, count=self._count
-        )
+        if len(pieces) > s.max_chunks:
+            raise DocumentError(
+                f"the document makes {len(pieces)} chunks, above the limit of {s.max_chunks} "
+                "(corpus_max_chunks)"
+            )
         return parsed, pieces
 
     async def _embed(self, texts: list[str]) -> list[list[float]]:

@@ -19,7 +19,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from deja.observability.loopmetrics import LoopCounter, LoopHistogram
-from deja.replicas.pool import BreakerState, ReplicaPool
+from deja.observability.replicas import ReplicaSample, ReplicaSamples
 
 LATENCY_BUCKETS = (
     0.0005,
@@ -67,11 +67,10 @@ SIMILARITY_BUCKETS = (
 
 
 class _ReplicaCollector(Collector):
-    def __init__(self, pool: Callable[[], ReplicaPool | None]) -> None:
-        self._pool = pool
+    def __init__(self, replicas: Callable[[], Iterable[ReplicaSample]]) -> None:
+        self._replicas = replicas
 
     def collect(self) -> Iterable[Metric]:
-        pool = self._pool()
         healthy = GaugeMetricFamily(
             "deja_replica_healthy",
             "1 if the replica's last /health probe answered",
@@ -92,11 +91,11 @@ class _ReplicaCollector(Collector):
             "The replica's in-flight limit (configured, or its max-num-seqs learned)",
             labels=["replica"],
         )
-        for r in pool.replicas if pool is not None else []:
+        for r in self._replicas():
             healthy.add_metric([r.name], 1.0 if r.healthy else 0.0)
-            breaker.add_metric([r.name], 0.0 if r.breaker.state is BreakerState.CLOSED else 1.0)
+            breaker.add_metric([r.name], 1.0 if r.breaker_open else 0.0)
             in_flight.add_metric([r.name], float(r.in_flight))
-            limit.add_metric([r.name], float(pool.limit(r)) if pool is not None else 0.0)
+            limit.add_metric([r.name], float(r.limit))
         return [healthy, breaker, in_flight, limit]
 
 
@@ -106,16 +105,23 @@ class Metrics:
     def __init__(self, *, tenant_label: bool = False) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         self.tenant_label = tenant_label
-        self._define_latencies(self.registry)
-        self._define_counts(self.registry)
-        self._define_quality(self.registry)
-        self._define_rag(self.registry)
-        self._define_flights(self.registry)
-        self._pool: ReplicaPool | None = None
-        self.registry.register(_ReplicaCollector(lambda: self._pool))
+        for define in (
+            self._define_requests,
+            self._define_semantic,
+            self._define_quality,
+            self._define_tokens,
+            self._define_cache,
+            self._define_upstream,
+            self._define_rag,
+            self._define_flights,
+        ):
+            define(self.registry)
+        self._replicas: ReplicaSamples | None = None
+        self.registry.register(_ReplicaCollector(self._replica_samples))
         self._children: dict[tuple[Any, ...], Any] = {}
 
-    def _define_latencies(self, r: CollectorRegistry) -> None:
+    def _define_requests(self, r: CollectorRegistry) -> None:
+        """Every generation request, once, and the cache lookup's latency."""
         # status and reason (the error code) count the requests refused before the pipeline too
         # (cache="rejected"): a 401 or a 429 is as visible as a hit.
         request_labels = [
@@ -145,39 +151,6 @@ class Metrics:
             "Cache lookup latency by layer",
             ["layer"],
             buckets=LATENCY_BUCKETS,
-            registry=r,
-        )
-        self.embedding_seconds = Histogram(
-            "deja_embedding_duration_seconds",
-            "Embedding one question",
-            buckets=LATENCY_BUCKETS,
-            registry=r,
-        )
-        self.ttfb_seconds = Histogram(
-            "deja_upstream_ttfb_seconds",
-            "Time to the replica's response headers",
-            ["replica"],
-            buckets=LATENCY_BUCKETS,
-            registry=r,
-        )
-        self.prompt_tokens = Histogram(
-            "deja_prompt_tokens",
-            "Prompt tokens of requests answered by a replica, per model (deja tune reads it)",
-            ["model"],
-            buckets=TOKEN_BUCKETS,
-            registry=r,
-        )
-        self.completion_tokens = Histogram(
-            "deja_completion_tokens",
-            "Completion tokens of requests answered by a replica, per model",
-            ["model"],
-            buckets=TOKEN_BUCKETS,
-            registry=r,
-        )
-        self.similarity = Histogram(
-            "deja_semantic_similarity",
-            "Top-1 similarity of every semantic lookup",
-            buckets=SIMILARITY_BUCKETS,
             registry=r,
         )
 
@@ -222,8 +195,80 @@ class Metrics:
             registry=r,
         )
 
-    def _define_counts(self, r: CollectorRegistry) -> None:
+    def _define_cache(self, r: CollectorRegistry) -> None:
+        """The cache's contents, failures and admin actions."""
+        self.entries = Gauge(
+            "deja_cache_entries",
+            "Entries per cache layer (refreshed periodically)",
+            ["layer"],
+            registry=r,
+        )
+        self.store_errors = Counter(
+            "deja_store_errors", "Failed cache reads/writes by layer", ["layer"], registry=r
+        )
+        self.admin_actions = Counter(
+            "deja_admin_actions", "Admin API actions", ["action"], registry=r
+        )
+
+    def _define_semantic(self, r: CollectorRegistry) -> None:
+        """The semantic lookup: embedding, similarity, θ, what skips or breaks it."""
+        self.embedding_seconds = Histogram(
+            "deja_embedding_duration_seconds",
+            "Embedding one question",
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.similarity = Histogram(
+            "deja_semantic_similarity",
+            "Top-1 similarity of every semantic lookup",
+            buckets=SIMILARITY_BUCKETS,
+            registry=r,
+        )
         self.threshold = Gauge("deja_semantic_threshold", "The global θ", registry=r)
+        self.bypasses = Counter("deja_bypass", "Cache bypasses by reason", ["reason"], registry=r)
+        self.semantic_errors = Counter(
+            "deja_semantic_errors", "Semantic lookups skipped, by kind", ["kind"], registry=r
+        )
+        self.semantic_orphans = Counter(
+            "deja_semantic_orphans",
+            "Semantic neighbours whose answer was gone from the exact store (their point deleted)",
+            registry=r,
+        )
+
+    def _define_tokens(self, r: CollectorRegistry) -> None:
+        """Tokens the replicas produced (``deja tune`` reads them) and what hits saved."""
+        self.prompt_tokens = Histogram(
+            "deja_prompt_tokens",
+            "Prompt tokens of requests answered by a replica, per model (deja tune reads it)",
+            ["model"],
+            buckets=TOKEN_BUCKETS,
+            registry=r,
+        )
+        self.completion_tokens = Histogram(
+            "deja_completion_tokens",
+            "Completion tokens of requests answered by a replica, per model",
+            ["model"],
+            buckets=TOKEN_BUCKETS,
+            registry=r,
+        )
+        self.cached_tokens = LoopCounter(
+            "deja_cached_completion_tokens", "Completion tokens served from cache", registry=r
+        )
+        self.saved_seconds = LoopCounter(
+            "deja_saved_model_seconds",
+            "Model decode time saved by cache hits (tokens × replicas' time per output token)",
+            registry=r,
+        )
+
+    def _define_upstream(self, r: CollectorRegistry) -> None:
+        """The replicas: calls, routing decisions, admission to an in-flight slot."""
+        self.ttfb_seconds = Histogram(
+            "deja_upstream_ttfb_seconds",
+            "Time to the replica's response headers",
+            ["replica"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
         self.upstream = Counter(
             "deja_upstream_requests",
             "Requests sent to replicas by answer status",
@@ -235,35 +280,6 @@ class Metrics:
             "Replica choices by policy and reason",
             ["policy", "reason"],
             registry=r,
-        )
-        self.entries = Gauge(
-            "deja_cache_entries",
-            "Entries per cache layer (refreshed periodically)",
-            ["layer"],
-            registry=r,
-        )
-        self.cached_tokens = LoopCounter(
-            "deja_cached_completion_tokens", "Completion tokens served from cache", registry=r
-        )
-        self.saved_seconds = LoopCounter(
-            "deja_saved_model_seconds",
-            "Model decode time saved by cache hits (tokens × replicas' time per output token)",
-            registry=r,
-        )
-        self.bypasses = Counter("deja_bypass", "Cache bypasses by reason", ["reason"], registry=r)
-        self.store_errors = Counter(
-            "deja_store_errors", "Failed cache reads/writes by layer", ["layer"], registry=r
-        )
-        self.semantic_errors = Counter(
-            "deja_semantic_errors", "Semantic lookups skipped, by kind", ["kind"], registry=r
-        )
-        self.semantic_orphans = Counter(
-            "deja_semantic_orphans",
-            "Semantic neighbours whose answer was gone from the exact store (their point deleted)",
-            registry=r,
-        )
-        self.admin_actions = Counter(
-            "deja_admin_actions", "Admin API actions", ["action"], registry=r
         )
         self.admission_queue = Gauge(
             "deja_admission_queue",
@@ -280,24 +296,6 @@ class Metrics:
             "deja_admission_rejections",
             "Requests refused for want of a replica slot: queue_full (503), wait_expired (429)",
             ["reason"],
-            registry=r,
-        )
-        self.corpus_chunks = Counter(
-            "deja_corpus_chunks_ingested",
-            "Chunks embedded and stored, by corpus",
-            ["corpus"],
-            registry=r,
-        )
-        self.corpus_documents = Counter(
-            "deja_corpus_documents",
-            "Documents by corpus and action (added, updated, unchanged, failed, removed)",
-            ["corpus", "action"],
-            registry=r,
-        )
-        self.corpus_invalidated = Counter(
-            "deja_corpus_invalidated",
-            "Cached answers invalidated because a document they were built from changed",
-            ["corpus"],
             registry=r,
         )
 
@@ -323,9 +321,31 @@ class Metrics:
             buckets=LATENCY_BUCKETS,
             registry=r,
         )
+        self.corpus_chunks = Counter(
+            "deja_corpus_chunks_ingested",
+            "Chunks embedded and stored, by corpus",
+            ["corpus"],
+            registry=r,
+        )
+        self.corpus_documents = Counter(
+            "deja_corpus_documents",
+            "Documents by corpus and action (added, updated, unchanged, failed, removed)",
+            ["corpus", "action"],
+            registry=r,
+        )
+        self.corpus_invalidated = Counter(
+            "deja_corpus_invalidated",
+            "Cached answers invalidated because a document they were built from changed",
+            ["corpus"],
+            registry=r,
+        )
 
-    def watch_pool(self, pool: ReplicaPool) -> None:
-        self._pool = pool
+    def watch_replicas(self, samples: ReplicaSamples) -> None:
+        """Export the replicas' health, breaker, in-flight and limit gauges, read at scrape."""
+        self._replicas = samples
+
+    def _replica_samples(self) -> Iterable[ReplicaSample]:
+        return self._replicas() if self._replicas is not None else ()
 
     def watch_admission(self, waiting: Callable[[], int]) -> None:
         self.admission_queue.set_function(lambda: float(waiting()))

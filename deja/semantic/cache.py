@@ -13,8 +13,8 @@ from collections.abc import Callable
 from deja.embedding.base import Embedder
 from deja.errors import EmbedderError, VectorStoreError, VerifierError
 from deja.observability.tracing import Tracing
+from deja.semantic.index import SOURCES_FIELD, ScoredPoint, VectorPoint, VectorStore
 from deja.semantic.scope import SemanticQuery
-from deja.vectorstore.base import SOURCES_FIELD, ScoredPoint, VectorPoint, VectorStore
 
 log = logging.getLogger("deja.semantic")
 

@@ -34,26 +34,18 @@ from typing import Any, Literal
 
 import orjson
 
+from deja.chat.judge import judge_messages
 from deja.errors import DejaError
 from deja.observability.metrics import Metrics
-from deja.replicas.upstream import Upstream
+from deja.upstream.upstream import Upstream
 
 __all__ = [
     "JUDGE_PATH",
-    "JUDGE_SYSTEM_PROMPT",
     "Judge",
     "JudgeMode",
-    "judge_messages",
     "parse_verdict",
 ]
 
-#: The fixed instruction. Its first sentence ("You decide whether two questions ask for the same
-#: information") must match ``deja.sim.judge.JUDGE_MARKER``: the simulator recognises a judge
-#: request by it. Never vary it per request: a constant prefix is what keeps it prefix-cached.
-JUDGE_SYSTEM_PROMPT = (
-    "You decide whether two questions ask for the same information, so that one answer serves "
-    "both. Reply with exactly one word: yes or no."
-)
 JUDGE_PATH = "/v1/chat/completions"
 
 JudgeMode = Literal["off", "sync", "async"]
@@ -64,20 +56,6 @@ _FIRST_WORD = re.compile(r"\w+")
 
 #: (model, normalised query, normalised cached question)
 _Key = tuple[str, str, str]
-
-
-def judge_messages(query: str, cached: str) -> list[dict[str, str]]:
-    """The chat messages of one judge request: the constant system prompt, then both questions.
-
-    Whitespace inside each question is collapsed to single spaces so that the user message is
-    always exactly two lines, one per question, whatever newlines the questions carry.
-    """
-    a = " ".join(query.split())
-    b = " ".join(cached.split())
-    return [
-        {"role": "system", "content": JUDGE_SYSTEM_PROMPT},
-        {"role": "user", "content": f"Question A: {a}\nQuestion B: {b}"},
-    ]
 
 
 def parse_verdict(content: str) -> bool | None:

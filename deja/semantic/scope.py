@@ -21,7 +21,7 @@ import orjson
 
 from deja.cache.keys import answer_fields
 from deja.request import GatewayRequest
-from deja.vectorstore.base import Scope
+from deja.semantic.index import Scope
 
 ContextRule = Literal["conversation", "system"]
 

@@ -35,10 +35,10 @@ from deja.cache.exact.base import ExactStore
 from deja.embedding.base import Embedder
 from deja.errors import describe
 from deja.observability.metrics import Metrics
-from deja.replicas.upstream import Upstream
 from deja.request import GatewayRequest
+from deja.semantic.index import VectorStore
 from deja.semantic.scope import message_text, question_text
-from deja.vectorstore.base import VectorStore
+from deja.upstream.upstream import Upstream
 
 log = logging.getLogger("deja.shadow")
 

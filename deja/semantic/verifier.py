@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from deja.semantic.cutoffs import CalibrationTable
-from deja.vectorstore.base import ScoredPoint
+from deja.semantic.index import ScoredPoint
 
 
 class Verifier(Protocol):

@@ -38,6 +38,10 @@ class Levels:
     models: dict[str, float] = field(default_factory=dict)
     low: float = 0.0
     what: str = "θ"
+    #: The greatest value that can be honoured: for precision targets, the highest target the
+    #: calibration table measured (above it no candidate would ever pass, so hits would stop
+    #: without a word); a change above it is refused.
+    high: float = 1.0
 
     def resolve(self, tenant: str, model: str, tenant_default: float | None = None) -> float:
         if model in self.models:
@@ -77,6 +81,13 @@ class Levels:
         ):
             raise InvalidRequestError(
                 f"{self.what} for {where} must be a number in [{self.low}, 1]", param=where
+            )
+        if value > self.high:
+            raise InvalidRequestError(
+                f"{self.what} {value} for {where} cannot be served: the calibration table "
+                f"covers targets up to {self.high:.2f} (above it no semantic hit would pass); "
+                "recalibrate on more labelled pairs (deja calibrate) to reach it",
+                param=where,
             )
         return float(value)
 

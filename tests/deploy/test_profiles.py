@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from deja.tuning.profiles import get_profile, load_profiles, serve_args
 from tests.deploy.helpers import COMPOSE_FILE, K8S, load_yaml, load_yaml_all
+from tuning.profiles import get_profile, load_profiles, serve_args
 
 
 def profile_of(args: list[str], model: str) -> str:

@@ -23,7 +23,7 @@ import httpx
 import pytest
 import yaml
 
-from deja.sim.runner import SimCluster
+from sim.runner import SimCluster
 from tests.deploy.helpers import (
     DEJA_METRICS,
     ROOT,

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from playwright.async_api import Browser, Page, async_playwright, expect
 
-from deja.sim.runner import SimCluster
+from sim.runner import SimCluster
 from tests.e2e.console_support import (
     ADMIN_KEY,
     CACHED,
@@ -158,6 +158,28 @@ async def test_the_overview_updates_after_traffic(console: Console, env: Env) ->
     await expect(page.locator("#chart-hit-rate [data-series=exact] circle").first).to_be_attached()
     await expect(page.locator("#replicas .replica")).to_have_count(2)
     await console.shot("overview")
+
+
+async def test_the_overview_shows_latency_errors_and_the_queue_with_whole_labels(
+    console: Console, env: Env
+) -> None:
+    await signed_in(console)
+    page = console.page
+    system = env.scope()
+    await env.ask(CACHED, system)
+    await env.next_point()
+    for panel in ("#chart-latency", "#chart-errors", "#chart-queue"):
+        await expect(page.locator(f"{panel} svg")).to_be_attached()
+    await expect(page.locator("#chart-latency [data-series=p95] circle").first).to_be_attached()
+    await expect(page.locator("#chart-queue [data-series='waiting for a slot']")).to_be_attached()
+    # Every tick label lies inside its chart: none is cut at the edge ("18:56:0").
+    clipped = await page.evaluate(
+        """() => [...document.querySelectorAll('.chart svg text.tick')].filter((t) => {
+             const box = t.getBoundingClientRect(), svg = t.ownerSVGElement.getBoundingClientRect();
+             return box.width > 0 && (box.left < svg.left - 0.5 || box.right > svg.right + 0.5);
+           }).map((t) => t.textContent)"""
+    )
+    assert clipped == []
 
 
 async def test_moving_theta_shows_the_expected_hit_rate_before_saving(

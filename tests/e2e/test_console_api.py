@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from deja.sim.runner import SimCluster
+from sim.runner import SimCluster
 from tests.e2e.console_support import (
     ADMIN,
     CACHED,

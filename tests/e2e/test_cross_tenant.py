@@ -21,9 +21,9 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from deja.sim.config import SimConfig
-from deja.sim.runner import start_simulators
 from deja.tenancy.keyring import key_hash
+from sim.config import SimConfig
+from sim.runner import start_simulators
 from tests.support import SIM_MODEL
 
 pytestmark = pytest.mark.e2e

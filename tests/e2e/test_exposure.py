@@ -12,9 +12,9 @@ import orjson
 import pytest
 import yaml
 
-from deja.sim.config import SimConfig
-from deja.sim.runner import SimCluster, start_simulators
 from deja.tenancy.keyring import key_hash
+from sim.config import SimConfig
+from sim.runner import SimCluster, start_simulators
 from tests.support import SIM_MODEL
 
 pytestmark = pytest.mark.e2e

@@ -14,8 +14,8 @@ import openai
 import pytest
 import yaml
 
-from deja.sim.runner import SimCluster
 from deja.tenancy.keyring import key_hash
+from sim.runner import SimCluster
 from tests.support import SIM_MODEL
 
 pytestmark = pytest.mark.e2e

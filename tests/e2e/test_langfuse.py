@@ -22,8 +22,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
-from deja.sim.runner import SimCluster
 from deja.tenancy.keyring import key_hash
+from sim.runner import SimCluster
 from tests.support import SIM_MODEL
 
 pytestmark = pytest.mark.e2e

@@ -9,7 +9,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from deja.sim.runner import SimCluster
+from sim.runner import SimCluster
 from tests.support import SIM_MODEL
 
 pytestmark = pytest.mark.e2e

@@ -11,8 +11,8 @@ import httpx
 import openai
 import pytest
 
-from deja.sim.engine import answer_digest, render_chat
-from deja.sim.runner import SimCluster
+from sim.engine import answer_digest, render_chat
+from sim.runner import SimCluster
 from tests.support import SIM_MODEL
 
 pytestmark = pytest.mark.e2e

@@ -13,9 +13,9 @@ import openai
 import pytest
 
 from deja.errors import VectorStoreError
-from deja.sim.config import SimConfig
-from deja.sim.engine import answer_digest, render_chat
-from deja.sim.runner import SimCluster, start_simulators
+from sim.config import SimConfig
+from sim.engine import answer_digest, render_chat
+from sim.runner import SimCluster, start_simulators
 from tests.support import SIM_MODEL
 
 pytestmark = pytest.mark.e2e

@@ -11,7 +11,7 @@ import httpx
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from deja.sim.runner import SimCluster
+from sim.runner import SimCluster
 from tests.support import SIM_MODEL
 
 pytestmark = pytest.mark.e2e

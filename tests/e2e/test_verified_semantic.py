@@ -13,8 +13,8 @@ import httpx
 import openai
 import pytest
 
-from deja.sim.config import SimConfig
-from deja.sim.runner import SimCluster, start_simulators
+from sim.config import SimConfig
+from sim.runner import SimCluster, start_simulators
 from tests.support import SIM_MODEL
 
 pytestmark = pytest.mark.e2e

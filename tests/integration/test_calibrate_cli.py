@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import matplotlib.image
 import pytest
 from click.testing import CliRunner
 
@@ -49,9 +50,58 @@ def test_writes_a_loadable_table_and_a_plot(pairs: Path, tmp_path: Path) -> None
     assert 0.5 <= report["pairwise"]["auc_cosine"] <= 1
     assert [c["theta"] for c in report["cosine"]][:2] == [0.8, 0.85]
     table = load_table(out)  # the gateway's own loader accepts it
-    assert table.k == 4 and table.cosine_floor == 0.7 and len(table.rows) == 18
+    # --k defaults to the gateway's (the shipped table's k, 2), not a value of its own.
+    assert table.k == 2 and table.cosine_floor == 0.7 and len(table.rows) == 18
     assert "pairs.jsonl" in table.fitted_on
     assert png.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+    height, width, _ = matplotlib.image.imread(png).shape  # a drawn figure, not a bare grid
+    assert (width, height) == (1350, 825)
+
+
+def test_a_table_with_targets_it_cannot_fit_is_refused_unless_asked(
+    pairs: Path, tmp_path: Path
+) -> None:
+    """120 pairs and 20 labelled hits per estimate: 0.91-0.97 get no cut-off. A table like
+    that would serve no semantic hit at those targets, so nothing is written and exit 1,
+    unless --allow-partial (then a warning names them)."""
+    out = tmp_path / "cal.json"
+    refused = run("--pairs", str(pairs), "--output", str(out), "--min-labelled", "20")
+    assert refused.exit_code == 1  # type: ignore[attr-defined]
+    assert "no cut-off for 7 of 18 precision targets (0.91..0.97)" in refused.output  # type: ignore[attr-defined]
+    assert "nothing written" in refused.output and not out.exists()  # type: ignore[attr-defined]
+    allowed = run(
+        "--pairs", str(pairs), "--output", str(out), "--min-labelled", "20", "--allow-partial"
+    )
+    assert allowed.exit_code == 0, allowed.output  # type: ignore[attr-defined]
+    assert "warning: no cut-off for 7 of 18" in allowed.output and out.exists()  # type: ignore[attr-defined]
+    assert load_table(out).targets == (0.8, 0.9)
+
+
+def test_too_few_pairs_write_nothing_and_exit_1(tmp_path: Path) -> None:
+    path = tmp_path / "eight.jsonl"
+    path.write_text("".join(DEV.read_text().splitlines(keepends=True)[:8]))
+    out = tmp_path / "cal.json"
+    for extra in ((), ("--allow-partial",)):
+        result = run("--pairs", str(path), "--output", str(out), *extra)
+        assert result.exit_code == 1, result.output  # type: ignore[attr-defined]
+        assert "no cut-off for 18 of 18" in result.output  # type: ignore[attr-defined]
+        assert "Traceback" not in result.output and not out.exists()  # type: ignore[attr-defined]
+
+
+def test_every_bad_row_is_listed(tmp_path: Path) -> None:
+    path = tmp_path / "bad.jsonl"
+    good = '{"a": "x", "b": "y", "duplicate": true}'
+    path.write_text("\n".join([good, "not json", good, '{"a": "x"}', "[1]"]) + "\n")
+    result = run("--pairs", str(path), "--output", str(tmp_path / "c.json"))
+    assert result.exit_code == 1  # type: ignore[attr-defined]
+    output = result.output  # type: ignore[attr-defined]
+    assert "3 bad row(s)" in output
+    for line in (
+        f"{path}:2: not valid JSON",
+        f"{path}:4: missing field 'b'",
+        f"{path}:5: expected",
+    ):
+        assert line in output
 
 
 @pytest.mark.parametrize(

@@ -7,21 +7,19 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from qdrant_client import AsyncQdrantClient
 
 from deja.corpus.base import DocumentChange
 from deja.corpus.chunking import chunk_document
+from deja.corpus.index import CHUNK_INDEXES, ChunkStore, corpus_collection
 from deja.corpus.parsing import parse_document
 from deja.corpus.reports import SourceFile
 from deja.corpus.service import Corpora, token_counter
-from deja.corpus.store.base import ChunkStore, corpus_collection
-from deja.corpus.store.edge import EdgeChunkStore
-from deja.corpus.store.qdrant import QdrantChunkStore
 from deja.embedding.onnx.embedder import OnnxEmbedder, load_onnx_embedder
 from deja.errors import CacheUnavailableError, CorpusNotFoundError
 from deja.observability.metrics import Metrics
+from deja.vectors.edge import EdgeCollection
 from tests.pdfs import encrypt_pdf, make_pdf
-from tests.support import MODEL_DIR
+from tests.support import BACKENDS, MODEL_DIR, collection_factory
 
 pytestmark = pytest.mark.integration
 
@@ -64,21 +62,16 @@ class Invalidations:
         return self.answer
 
 
-@pytest.fixture(params=["edge", "server-local"])
+@pytest.fixture(params=BACKENDS)
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[ChunkStore]:
-    collection = corpus_collection("test", 384)
-    opened: ChunkStore
-    client = None
-    if request.param == "edge":
-        opened = EdgeChunkStore(tmp_path, collection=collection, dim=384)
-    else:
-        client = AsyncQdrantClient(location=":memory:")
-        opened = QdrantChunkStore(collection=collection, dim=384, client=client)
-    await opened.open()
-    yield opened
-    await opened.close()
-    if client is not None:
-        await client.close()
+    async with collection_factory(request.param, tmp_path) as make:
+        opened = ChunkStore(make(corpus_collection("test", 384), 384, CHUNK_INDEXES))
+        await opened.open()
+        yield opened
+
+
+def edge_store(data_dir: Path) -> ChunkStore:
+    return ChunkStore(EdgeCollection(data_dir, collection="c", dim=384, indexes=CHUNK_INDEXES))
 
 
 def files(**docs: bytes) -> list[SourceFile]:
@@ -181,7 +174,7 @@ async def test_a_tenant_never_sees_another_tenants_corpus(
 async def test_bad_files_are_reported_and_the_rest_ingested(
     tmp_path: Path, embedder: OnnxEmbedder
 ) -> None:
-    store = EdgeChunkStore(tmp_path, collection="c", dim=384)
+    store = edge_store(tmp_path)
     await store.open()
     try:
         corpora = Corpora(store, embedder)
@@ -209,7 +202,7 @@ async def test_bad_files_are_reported_and_the_rest_ingested(
 async def test_a_failing_invalidation_is_reported_not_hidden(
     tmp_path: Path, embedder: OnnxEmbedder
 ) -> None:
-    store = EdgeChunkStore(tmp_path, collection="c", dim=384)
+    store = edge_store(tmp_path)
     await store.open()
     try:
         corpora = Corpora(store, embedder, on_change=Invalidations(error=True))
@@ -224,7 +217,7 @@ async def test_a_failing_invalidation_is_reported_not_hidden(
 async def test_metadata_filter_and_persistence_across_a_restart(
     tmp_path: Path, embedder: OnnxEmbedder
 ) -> None:
-    store = EdgeChunkStore(tmp_path, collection="c", dim=384)
+    store = edge_store(tmp_path)
     await store.open()
     corpora = Corpora(store, embedder)
     await corpora.ingest(
@@ -239,7 +232,7 @@ async def test_metadata_filter_and_persistence_across_a_restart(
     hits = await corpora.retrieve("t1", "kb", vector, limit=5, where={"lang": "xx"})
     assert {h.chunk.document for h in hits} == {"rust.md"}
     await store.close()
-    reopened = EdgeChunkStore(tmp_path, collection="c", dim=384)
+    reopened = edge_store(tmp_path)
     await reopened.open()
     try:
         fresh = Corpora(reopened, embedder)

@@ -4,6 +4,7 @@ ONNX embedder, Qdrant Edge under its data dir), and the start-up preload."""
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -189,3 +190,85 @@ async def test_preload_at_start_up_is_idempotent(make_gateway: Any, tmp_path: Pa
             )
     assert [doc for doc, _, _ in seen[0]] == ["docs/guide.md"]
     assert seen[1] == seen[0]  # the restart found the file unchanged: not re-ingested
+
+
+async def test_cli_ingest_refuses_links_out_of_the_tree_and_undecodable_names(
+    gw: Gw, tmp_path: Path
+) -> None:
+    """Issue 19 (2, 10): a ``passwd.md`` link to a file outside the tree is refused by name,
+    never read; a file name that is not UTF-8 is refused by name with the summary, not a
+    traceback; ``--follow-symlinks`` takes the link when asked."""
+    secret = tmp_path / "outside" / "passwd"
+    secret.parent.mkdir()
+    secret.write_text("root:x:0:0:SECRET-LINE:/root:/bin/bash\n")
+    tree = tmp_path / "tree"
+    (tree / "inner").mkdir(parents=True)
+    (tree / "guide.md").write_bytes(GUIDE)
+    (tree / "passwd.md").symlink_to(secret)
+    (tree / "inner" / "alias.md").symlink_to(tree / "guide.md")  # inside the tree: taken
+    (tree / "linked").symlink_to(secret.parent, target_is_directory=True)
+    os.close(os.open(os.fsencode(tree) + b"/caf\xe9.md", os.O_CREAT | os.O_WRONLY, 0o644))
+    args = ("--corpus", "kb-links", "--tenant", "alpha", "--root", str(tree))
+
+    result = await cli(gw, "ingest", str(tree), *args)
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.output
+    assert result.exit_code == 1, result.output
+    assert "failed     passwd.md" not in result.output  # refused under its path, not an id
+    assert f"{tree}/passwd.md: a symbolic link to {secret}" in result.output
+    assert "caf\\xe9.md: the file name is not valid UTF-8" in result.output
+    assert "(2 added, 0 updated, 0 unchanged, 2 failed)" in result.output
+    docs = await gw.http.get("/admin/corpora/kb-links/documents", params={"tenant": "alpha"})
+    ids = sorted(d["document"] for d in docs.json()["documents"])
+    assert ids == ["guide.md", "inner/alias.md"]
+    chunks = gw.app.state.gateway.corpora
+    assert chunks.has_corpus("alpha", "kb-links")
+
+    again = await cli(gw, "ingest", str(tree / "passwd.md"), *args)  # named on its own too
+    assert again.exit_code == 1 and "a symbolic link to" in again.output
+
+    followed = await cli(gw, "ingest", str(tree), *args, "--follow-symlinks")
+    assert "added      passwd.md (v1," in followed.output, followed.output
+
+
+async def test_preload_refuses_links_out_of_the_tree_unless_set(
+    make_gateway: Any, tmp_path: Path
+) -> None:
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "guide.md").write_bytes(GUIDE)
+    (tree / "passwd.md").symlink_to(tmp_path / "secret.md")
+    (tmp_path / "secret.md").write_text("# Secret\n\nSECRET-LINE\n")
+    for follow, expected in (
+        (False, ["tree/guide.md"]),
+        (True, ["tree/guide.md", "tree/passwd.md"]),
+    ):
+        settings = {
+            "corpora_enabled": True,
+            "admin_key": ADMIN_KEY,
+            "data_dir": tmp_path / f"data-{follow}",
+            "corpus_preload": {"deja-docs": [str(tree)]},
+            "corpus_preload_follow_symlinks": follow,
+        }
+        async with (
+            make_gateway(**settings) as (url, _app),
+            httpx.AsyncClient(base_url=url, headers=ADMIN) as http,
+        ):
+            response = await http.get("/admin/corpora/deja-docs/documents")
+            assert sorted(d["document"] for d in response.json()["documents"]) == expected
+
+
+@pytest.mark.parametrize(
+    ("path", "why"),
+    [
+        ("caf%FF.md", "not valid UTF-8"),
+        ("caf%FE.md", "not valid UTF-8"),
+        ("report%E2%80%AEdm.txt", "bidirectional control"),
+        ("a%E2%81%A6b.md", "bidirectional control"),
+        ("a%E2%80%8Fb.md", "bidirectional control"),
+    ],
+)
+async def test_api_refuses_undecodable_and_bidi_document_ids(gw: Gw, path: str, why: str) -> None:
+    """Two different undecodable byte names must not both become ``caf\\ufffd.md``."""
+    response = await put(gw, path, GUIDE)
+    assert response.status_code == 400, response.text
+    assert why in error_of(response)["message"]

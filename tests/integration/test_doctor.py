@@ -4,21 +4,23 @@ sockets, real /metrics) into that condition, and left silent on a healthy one.""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Awaitable
+import time
+from collections.abc import AsyncIterator, Awaitable, Iterator
 from typing import Any
 
 import httpx
 import pytest
 
 from app.cli.doctor import run_doctor
-from deja.sim.config import SimConfig
-from deja.sim.runner import SimCluster, start_simulators
-from deja.tuning.doctor import Finding
-from deja.tuning.drive import prompt_text
+from sim.config import SimConfig
+from sim.runner import SimCluster, start_simulators
 from tests.support import SIM_MODEL, free_port
+from tuning.doctor import Finding
+from tuning.drive import prompt_text
 
 pytestmark = pytest.mark.integration
 
@@ -181,8 +183,10 @@ async def test_healthy_replica_has_no_finding(http: httpx.AsyncClient) -> None:
         await cluster.stop()
 
 
-def test_cli_reports_an_unreachable_replica_and_checks_the_others() -> None:
-    port, dead = free_port(), free_port()
+@contextlib.contextmanager
+def sim_process() -> Iterator[str]:
+    """``deja sim`` as its own process on a free port, ready; yields its URL."""
+    port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "app", "sim", "--port", str(port), "--speed", "0"],
         stdout=subprocess.DEVNULL,
@@ -195,18 +199,36 @@ def test_cli_reports_an_unreachable_replica_and_checks_the_others() -> None:
                 if httpx.get(live + "/health", timeout=0.5).status_code == 200:
                     break
             except httpx.HTTPError:
-                asyncio.run(asyncio.sleep(0.05))
+                time.sleep(0.05)
+        yield live
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def test_cli_reports_an_unreachable_replica_and_checks_the_others() -> None:
+    dead = free_port()
+    with sim_process() as live:
         result = subprocess.run(
             [sys.executable, "-m", "app", "doctor", "--replica", f"http://127.0.0.1:{dead}",
              "--replica", live, "--window", "0.5s", "--interval", "0.1s", "--json"],
             capture_output=True, text=True, timeout=60,
         )  # fmt: skip
-    finally:
-        proc.terminate()
-        proc.wait(10)
     assert result.returncode == 3
     assert f"127.0.0.1:{dead}" in result.stderr and "unreachable" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
     report = json.loads(result.stdout)
     dead_report, live_report = report["replicas"]
     assert dead_report["error"] and live_report["error"] is None and report["findings"] == []
+
+
+def test_no_traffic_in_the_window_is_not_healthy() -> None:
+    """A replica nobody sent a request to gives no finding: that must not read as healthy."""
+    with sim_process() as live:
+        result = subprocess.run(
+            [sys.executable, "-m", "app", "doctor", "--replica", live, "--window", "0.5s",
+             "--interval", "0.1s"],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    assert result.returncode == 5, result.stdout + result.stderr
+    assert "no traffic in the window" in result.stdout and "no finding" not in result.stdout

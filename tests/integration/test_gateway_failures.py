@@ -13,8 +13,8 @@ import httpx
 import openai
 import pytest
 
-from deja.sim.config import SimConfig
-from deja.sim.runner import SimCluster, start_simulators
+from sim.config import SimConfig
+from sim.runner import SimCluster, start_simulators
 from tests.support import SIM_MODEL, RedisServer, free_port
 
 pytestmark = pytest.mark.integration
@@ -211,3 +211,22 @@ async def test_client_disconnect_before_json_answer_cancels_upstream(
         async with httpx.AsyncClient() as http:
             again = await http.post(url + "/v1/chat/completions", json=request)
         assert again.headers["x-deja-cache"] == "miss"
+
+
+async def test_readyz_stays_ready_through_a_cache_outage(
+    sims: SimCluster, make_gateway: Any
+) -> None:
+    """Issue 19 (6): /readyz means "send me traffic". With Redis unreachable requests are still
+    answered (``off``), so the pod stays in the Service; the outage is in the body."""
+    dead = f"redis://127.0.0.1:{free_port()}/0"
+    async with (
+        make_gateway(replicas=sims.urls, redis_url=dead, redis_timeout_seconds=0.2) as (url, _),
+        httpx.AsyncClient(base_url=url) as http,
+    ):
+        ready = await http.get("/readyz")
+        assert ready.status_code == 200, ready.text
+        assert ready.json()["status"] == "ready"
+        assert ready.json()["exact"] == {"store": "redis", "ok": False}
+        client = openai.AsyncOpenAI(base_url=url + "/v1", api_key="k", max_retries=0)
+        raw = await client.chat.completions.with_raw_response.create(**body())
+        assert raw.headers["x-deja-cache"] == "off"

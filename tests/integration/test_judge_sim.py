@@ -1,6 +1,6 @@
 """The model-as-judge against a real simulated replica over HTTP, through the real upstream path.
 
-The simulator answers by its documented word-overlap rule (``deja.sim.judge``); these tests check
+The simulator answers by its documented word-overlap rule (``sim.judge``); these tests check
 the mechanics (one call, one token, counting, the remembered verdict), not a model's judgement.
 """
 
@@ -14,14 +14,15 @@ from typing import Any
 import orjson
 import pytest
 
+from deja.chat.judge import judge_messages
 from deja.observability.metrics import Metrics
-from deja.replicas.discovery import ModelDiscovery
-from deja.replicas.pool import ReplicaPool
-from deja.replicas.upstream import Upstream, build_session
-from deja.routing.router import Router
-from deja.semantic.judge import JUDGE_PATH, Judge, judge_messages
-from deja.sim.config import SimConfig
-from deja.sim.runner import start_simulators
+from deja.semantic.judge import JUDGE_PATH, Judge
+from deja.upstream.discovery import ModelDiscovery
+from deja.upstream.pool import ReplicaPool
+from deja.upstream.router import Router
+from deja.upstream.upstream import Upstream, build_session
+from sim.config import SimConfig
+from sim.runner import start_simulators
 
 pytestmark = pytest.mark.integration
 
@@ -32,7 +33,7 @@ DIFFERENT = ("How do I sort a list in Python?", "Who wrote the play Hamlet?")
 
 @pytest.fixture
 async def upstream() -> AsyncIterator[tuple[Upstream, Metrics]]:
-    """A real ``Upstream`` over one simulated replica, built as ``app.resources`` builds it."""
+    """A real ``Upstream`` over one simulated replica, as ``app.wiring.replicas`` builds it."""
     async with AsyncExitStack() as stack:
         sims = await start_simulators(1, SimConfig(speed=0))
         stack.push_async_callback(sims.stop)
@@ -40,7 +41,7 @@ async def upstream() -> AsyncIterator[tuple[Upstream, Metrics]]:
         stack.push_async_callback(http.close)
         pool = ReplicaPool(sims.urls, cooldown=5.0, scrape_interval=15.0, simulated=True)
         metrics = Metrics()
-        metrics.watch_pool(pool)
+        metrics.watch_replicas(pool.samples)
         router = Router(pool, "prefix", 0.25)
         await ModelDiscovery(pool, http, timeout=5.0).refresh()
         assert MODEL in pool.known_models()

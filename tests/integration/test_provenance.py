@@ -13,8 +13,8 @@ from deja.cache.entry import CachedAnswer
 from deja.cache.exact.memory import MemoryExactStore
 from deja.corpus.base import DocumentChange
 from deja.corpus.provenance import stale_answers
-from deja.vectorstore.base import Scope, VectorPoint
-from deja.vectorstore.edge import EdgeVectorStore
+from deja.semantic.index import QUESTION_INDEXES, Scope, VectorPoint, VectorStore
+from deja.vectors.edge import EdgeCollection
 
 pytestmark = pytest.mark.integration
 
@@ -39,7 +39,9 @@ def answer(tenant: str, sources: list[tuple[str, str, int]] | None) -> CachedAns
 
 async def test_a_changed_document_removes_exactly_its_answers(tmp_path: Path) -> None:
     exact = MemoryExactStore(max_entries=100, max_bytes=1 << 20)
-    vectors = EdgeVectorStore(tmp_path, collection="prov_4", dim=4)
+    vectors = VectorStore(
+        EdgeCollection(tmp_path, collection="prov_4", dim=4, indexes=QUESTION_INDEXES)
+    )
     await vectors.open()
     try:
         stored = {

@@ -13,21 +13,43 @@ collection's real info from local mode with the server's figure put in).
 from __future__ import annotations
 
 import logging
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
 from pydantic import ValidationError
 from qdrant_client import AsyncQdrantClient, models
 
-from app.semantic_parts import qdrant_distribution
+from app.wiring.vectors import QDRANT_LOCAL_MEMORY, VectorBackend, qdrant_distribution
 from config.settings import Settings
-from deja.corpus.store.qdrant import QdrantChunkStore
-from deja.vectorstore.base import FLOAT_PAYLOAD_FIELDS, SCOPE_KEY_FIELD, SOURCES_FIELD
-from deja.vectorstore.qdrant import Distribution, QdrantServerVectorStore
+from deja.corpus.index import CHUNKS
+from deja.semantic.index import QUESTIONS, SCOPE_KEY_FIELD, SOURCES_FIELD
+from deja.vectors.qdrant import Distribution, QdrantCollection
 
 pytestmark = pytest.mark.integration
 
 SPREAD = Distribution(shard_number=3, replication_factor=2, write_consistency_factor=2)
+FLOAT_PAYLOAD_FIELDS = ("expires_at", "created_at")
+
+
+def cache_collection(client: AsyncQdrantClient, distribution: Distribution | None = None) -> Any:
+    """The cache's collection (its schema's indexes) on ``client``."""
+    return QdrantCollection(
+        collection="cache",
+        dim=4,
+        indexes=QUESTIONS.indexes,
+        client=client,
+        distribution=distribution,
+    )
+
+
+@dataclass(frozen=True)
+class Named:
+    """Just what a collection's name needs of an embedder."""
+
+    model_id: str = "test-embedder"
+    dim: int = 4
 
 
 class RecordingClient(AsyncQdrantClient):
@@ -68,32 +90,46 @@ def test_the_settings_come_from_deja_qdrant_variables(monkeypatch: pytest.Monkey
 
 
 async def test_a_new_collection_is_created_sharded_replicated_and_indexed() -> None:
+    """Through the gateway's one backend choice: both collections (the cache's, the chunks')
+    get the DEJA_QDRANT_* distribution from the settings."""
     client = RecordingClient()
-    store = QdrantServerVectorStore(collection="cache", dim=4, client=client, distribution=SPREAD)
-    chunks = QdrantChunkStore(collection="chunks", dim=4, client=client, distribution=SPREAD)
-    try:
+    settings = Settings(
+        qdrant_url=QDRANT_LOCAL_MEMORY,
+        qdrant_shard_number=3,
+        qdrant_replication_factor=2,
+        qdrant_write_consistency_factor=2,
+    )
+    async with AsyncExitStack() as stack:
+        backend = VectorBackend(settings, local=client)
+        stack.push_async_callback(client.close)
+        store, chunks = (
+            backend.collection(schema, Named(), timeout=5, maintenance_timeout=5)
+            for schema in (QUESTIONS, CHUNKS)
+        )
+        stack.push_async_callback(store.close)
+        stack.push_async_callback(chunks.close)
         await store.open()
         await chunks.open()
         for created in client.created:
             assert created["shard_number"] == 3
             assert created["replication_factor"] == 2
             assert created["write_consistency_factor"] == 2
-        assert [c["name"] for c in client.created] == ["cache", "chunks"]
+        names = [c["name"] for c in client.created]
+        assert names == [
+            QUESTIONS.collection("test-embedder", 4),
+            CHUNKS.collection("test-embedder", 4),
+        ]
         # The cache's lookup filter fields are indexed (the corpora's are too).
         assert {SCOPE_KEY_FIELD, "tenant", SOURCES_FIELD, *FLOAT_PAYLOAD_FIELDS} <= set(
             client.indexed
         )
         await store.open()  # opening again creates nothing
         assert len(client.created) == 2
-    finally:
-        await store.close()
-        await chunks.close()
-        await client.close()
 
 
 async def test_without_settings_the_server_defaults_apply() -> None:
     client = RecordingClient()
-    store = QdrantServerVectorStore(collection="cache", dim=4, client=client)
+    store = cache_collection(client)
     try:
         await store.open()
         (created,) = client.created
@@ -107,13 +143,13 @@ async def test_an_older_collection_is_kept_with_one_warning_naming_the_setting(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     client = RecordingClient()
-    first = QdrantServerVectorStore(collection="cache", dim=4, client=client)
+    first = cache_collection(client)
     await first.open()  # made before the settings changed: the server's defaults
     await client.upsert(
         "cache", points=[models.PointStruct(id=1, vector=[1.0, 0, 0, 0], payload={})]
     )
     client.reported = {"shard_number": 1, "replication_factor": 1}  # what a server says
-    later = QdrantServerVectorStore(collection="cache", dim=4, client=client, distribution=SPREAD)
+    later = cache_collection(client, SPREAD)
     try:
         with caplog.at_level(logging.WARNING, logger="deja.vectors"):
             await later.open()
@@ -135,7 +171,7 @@ async def test_local_mode_reports_no_distribution_so_nothing_is_warned(
 ) -> None:
     """What local mode allows: the settings are accepted at creation, not reported back."""
     client = RecordingClient()
-    store = QdrantServerVectorStore(collection="cache", dim=4, client=client, distribution=SPREAD)
+    store = cache_collection(client, SPREAD)
     try:
         await store.open()
         params = (await client.get_collection("cache")).config.params

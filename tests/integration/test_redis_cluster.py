@@ -23,7 +23,7 @@ from redis.asyncio.cluster import RedisCluster
 from deja.cache.exact.redis import KEY_PREFIX, RedisExactStore
 from deja.cache.exact.tracking import cluster_masters
 from deja.redisclient import connect_redis
-from deja.sim.runner import SimCluster
+from sim.runner import SimCluster
 from tests.integration.test_redis_store import answer, local, tracked_store, until
 from tests.rediscluster import LocalRedisCluster
 from tests.support import SIM_MODEL

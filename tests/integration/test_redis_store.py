@@ -20,7 +20,7 @@ from deja.cache.exact.redis import KEY_PREFIX, RedisExactStore
 from deja.cache.exact.tracking import TrackedTier
 from deja.errors import CacheUnavailableError
 from deja.redisclient import connect_redis, node_clients
-from deja.sim.runner import SimCluster
+from sim.runner import SimCluster
 from tests.support import SIM_MODEL, RedisServer, free_port
 
 pytestmark = pytest.mark.integration

@@ -14,9 +14,9 @@ import pytest
 import yaml
 
 from deja.request import CachePolicy, GatewayRequest
-from deja.sim.runner import SimCluster
 from deja.tenancy.keyring import key_hash
 from middleware.memo import MAX_BODY_BYTES, SHAPING_HEADERS, Prepared, RequestMemo, memo_key
+from sim.runner import SimCluster
 from tests.support import SIM_MODEL
 
 pytestmark = pytest.mark.integration

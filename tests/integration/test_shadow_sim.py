@@ -1,5 +1,5 @@
 """Shadow checks against real simulated replicas over HTTP, through a real ``Upstream`` (built as
-``app.resources.Replicas.open`` builds it) and compared with the real ONNX embedder.
+``app.wiring.replicas.Replicas.open`` builds it) and compared with the real ONNX embedder.
 
 The simulator's answer is a deterministic function of the prompt, so a cached answer that holds
 the simulator's own answer to the same request must agree, and a made-up one must disagree.
@@ -15,21 +15,21 @@ import aiohttp
 import orjson
 import pytest
 
-from app.api.validation import validate
 from deja.cache.entry import CachedAnswer, answer_from_json
 from deja.cache.exact.memory import MemoryExactStore
 from deja.cache.keys import Endpoint
 from deja.embedding.onnx.embedder import OnnxEmbedder, load_onnx_embedder
 from deja.observability.metrics import Metrics
-from deja.replicas.discovery import ModelDiscovery
-from deja.replicas.pool import ReplicaPool
-from deja.replicas.upstream import Upstream, build_session
 from deja.request import CachePolicy, GatewayRequest
-from deja.routing.router import Router
 from deja.semantic.shadow import ShadowChecks
-from deja.sim.config import SimConfig
-from deja.sim.runner import start_simulators
+from deja.upstream.discovery import ModelDiscovery
+from deja.upstream.pool import ReplicaPool
+from deja.upstream.router import Router
+from deja.upstream.upstream import Upstream, build_session
 from middleware.tasks import BackgroundTasks
+from middleware.validate import validate
+from sim.config import SimConfig
+from sim.runner import start_simulators
 from tests.support import MODEL_DIR, SIM_MODEL
 
 pytestmark = pytest.mark.integration
@@ -55,7 +55,7 @@ async def side() -> AsyncIterator[Side]:
     try:
         pool = ReplicaPool(cluster.urls, cooldown=5.0, scrape_interval=5.0, simulated=True)
         metrics = Metrics()
-        metrics.watch_pool(pool)
+        metrics.watch_replicas(pool.samples)
         await ModelDiscovery(pool, session, timeout=2.0).refresh()
         assert SIM_MODEL in pool.known_models()
         upstream = Upstream(Router(pool, "prefix", 0.1), session, None, metrics)

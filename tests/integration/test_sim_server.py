@@ -13,9 +13,9 @@ import orjson
 import pytest
 from openai.types.chat import ChatCompletionMessageParam
 
-from deja.sim.config import SimConfig
-from deja.sim.engine import ANSWER_PREFIX, answer_digest, answer_text, generate, render_chat
-from deja.sim.runner import SimCluster, start_simulators
+from sim.config import SimConfig
+from sim.engine import ANSWER_PREFIX, answer_digest, answer_text, generate, render_chat
+from sim.runner import SimCluster, start_simulators
 
 pytestmark = pytest.mark.integration
 

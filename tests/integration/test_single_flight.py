@@ -15,8 +15,8 @@ import orjson
 import pytest
 
 from deja.redisclient import connect_redis
-from deja.sim.config import SimConfig
-from deja.sim.runner import SimCluster, start_simulators
+from sim.config import SimConfig
+from sim.runner import SimCluster, start_simulators
 from tests.support import SIM_MODEL
 
 pytestmark = pytest.mark.integration

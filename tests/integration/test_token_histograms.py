@@ -13,11 +13,11 @@ import pytest
 from click.testing import CliRunner
 
 from app.cli.main import main
-from deja.sim.config import SimConfig
-from deja.sim.runner import SimCluster, start_simulators
-from deja.tuning.promtext import parse_metrics
-from deja.tuning.workload import workload_from_gateway
+from sim.config import SimConfig
+from sim.runner import SimCluster, start_simulators
 from tests.support import SIM_MODEL
+from tuning.promtext import parse_metrics
+from tuning.workload import workload_from_gateway
 
 pytestmark = pytest.mark.integration
 

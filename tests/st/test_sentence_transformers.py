@@ -17,8 +17,8 @@ import openai
 
 from deja.embedding.onnx.embedder import load_onnx_embedder
 from deja.embedding.st import load_st_embedder
-from deja.sim.config import SimConfig
-from deja.sim.runner import start_simulators
+from sim.config import SimConfig
+from sim.runner import start_simulators
 from tests.support import MODEL_DIR, SIM_MODEL
 
 TEXTS = [

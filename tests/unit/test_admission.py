@@ -10,10 +10,10 @@ import pytest
 
 from config.replicas import parse_replica_spec
 from deja.errors import NoHealthyReplicaError, OverloadedError, QueueFullError
-from deja.replicas.admission import Admission, Slot
-from deja.replicas.health import parse_vllm_metrics
-from deja.replicas.pool import UNLEARNED_MAX_INFLIGHT, BreakerState, ReplicaPool
-from deja.routing.router import Route, Router
+from deja.upstream.admission import Admission, Slot
+from deja.upstream.health import parse_vllm_metrics
+from deja.upstream.pool import UNLEARNED_MAX_INFLIGHT, BreakerState, ReplicaPool
+from deja.upstream.router import Route, Router
 
 A, B = "http://10.0.0.1:8000", "http://10.0.0.2:8000"
 
@@ -56,7 +56,7 @@ def test_limit_precedence_and_learning_from_running_and_waiting() -> None:
     b.learn_capacity(parse_vllm_metrics("vllm:num_requests_running 12\n", 3.0))
     assert b.max_num_seqs == 16  # later scrapes only raise it
     b.learn_capacity(parse_vllm_metrics("vllm:num_requests_running 18\n", 4.0))
-    assert b.max_num_seqs == 18
+    assert b.max_num_seqs == 18 + 3  # all it was sent, nothing waiting: it had room
     exported = (
         'vllm:cache_config_info{block_size="16",num_gpu_blocks="4096"} 1.0\n'
         'vllm:scheduler_config_info{max_model_len="8192",max_num_seqs="64"} 1.0\n'
@@ -69,6 +69,32 @@ def test_limit_precedence_and_learning_from_running_and_waiting() -> None:
     fixed = ReplicaPool([A], cooldown=5.0, scrape_interval=5.0, max_inflight=5)
     fixed.replicas[0].learn_capacity(metrics)
     assert fixed.limit(fixed.replicas[0]) == 5  # the setting wins over what is learned
+
+
+def test_a_learned_capacity_rises_again_on_evidence() -> None:
+    """Issue 19 (8): a replica with max-num-seqs 16, first learned as 6 (requests waited while
+    only 6 ran), under churn: each scrape finds one of the gateway's slots momentarily free
+    and nothing waiting. The learned value must climb to the replica's real 16 within a few
+    scrapes, and not run away past it once the replica queues."""
+    pool = ReplicaPool([A], cooldown=5.0, scrape_interval=5.0)
+    (r,) = pool.replicas
+    r.learn_capacity(
+        parse_vllm_metrics("vllm:num_requests_running 6\nvllm:num_requests_waiting 3\n", 1)
+    )
+    assert r.max_num_seqs == 6
+    seen = []
+    for i in range(12):
+        sent = pool.limit(r) - 1  # churn: one slot between a stream's end and the next
+        running, waiting = min(sent, 16), max(0, sent - 16)
+        text = f"vllm:num_requests_running {running}\nvllm:num_requests_waiting {waiting}\n"
+        r.learn_capacity(parse_vllm_metrics(text, 2.0 + i))
+        seen.append(r.max_num_seqs)
+    assert seen[7] is not None and seen[7] >= 16, seen
+    assert max(s or 0 for s in seen) <= 16 + 2 + 1, seen  # at most one probe step past it
+    idle = parse_vllm_metrics("vllm:num_requests_running 0\nvllm:num_requests_waiting 0\n", 20)
+    before = r.max_num_seqs
+    r.learn_capacity(idle)
+    assert r.max_num_seqs == before  # an idle replica is no evidence either way
 
 
 async def test_saturated_requests_wait_in_arrival_order() -> None:

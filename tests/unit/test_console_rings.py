@@ -15,12 +15,12 @@ from deja.observability.lookups import BINS, Candidate, LookupSample, RecentLook
 from deja.observability.metrics import Metrics
 from deja.observability.stats import Stats
 from deja.observability.timeline import Counts, Timeline, difference, read_counts
-from deja.replicas.health import parse_vllm_metrics
-from deja.replicas.pool import ReplicaPool
 from deja.request import Outcome
 from deja.semantic.cutoffs import parse_table
 from deja.semantic.preview import preview, would_serve
 from deja.tenancy.thresholds import Thresholds
+from deja.upstream.health import parse_vllm_metrics
+from deja.upstream.pool import ReplicaPool
 
 TABLE = parse_table(
     {
@@ -158,7 +158,7 @@ def test_timeline_differences_counts_and_survives_a_counter_reset() -> None:
 def test_timeline_samples_the_gateway_counts_into_a_bounded_ring() -> None:
     stats, metrics = Stats(), Metrics()
     pool = ReplicaPool(["http://127.0.0.1:1"], cooldown=10.0, scrape_interval=5.0)
-    timeline = Timeline(lambda: read_counts(stats, metrics, pool), interval=10, size=2)
+    timeline = Timeline(lambda: read_counts(stats, metrics, pool.samples), interval=10, size=2)
     stats.record("a", Outcome.EXACT)
     stats.record("a", Outcome.MISS)
     metrics.served_from_cache(12, 0.01)

@@ -131,7 +131,9 @@ def test_collect_walks_folders_for_supported_files_with_ids_from_the_root(
     outside = tmp_path / "elsewhere" / "manual"
     outside.mkdir(parents=True)
     (outside / "m.txt").write_text("x")
-    found = collect([root / "docs", root / "README.md", outside, root / "docs" / "skip.py"], root)
+    found = collect(
+        [root / "docs", root / "README.md", outside, root / "docs" / "skip.py"], root
+    ).files
     assert [doc for doc, _ in found] == [
         "README.md",
         "docs/a.md",

@@ -10,18 +10,12 @@ from typing import Any, cast
 import orjson
 import pytest
 
+from deja.chat.judge import JUDGE_MARKER, JUDGE_SYSTEM_PROMPT, judge_messages
 from deja.errors import UpstreamServerError, UpstreamTimeoutError
 from deja.observability.metrics import Metrics
-from deja.replicas.upstream import Upstream
-from deja.semantic.judge import (
-    JUDGE_PATH,
-    JUDGE_SYSTEM_PROMPT,
-    Judge,
-    JudgeMode,
-    judge_messages,
-    parse_verdict,
-)
-from deja.sim.judge import JUDGE_MARKER, jaccard, judge_answer, judge_generation
+from deja.semantic.judge import JUDGE_PATH, Judge, JudgeMode, parse_verdict
+from deja.upstream.upstream import Upstream
+from sim.judge import jaccard, judge_answer, judge_generation
 
 MODEL = "deja-sim-1"
 

@@ -11,8 +11,8 @@ from click.testing import CliRunner
 
 from app.cli.main import main
 from deja.errors import ModelConfigError
-from deja.sim.gpus import GPU_PROFILES, RESERVE_BYTES
-from deja.tuning.kvbudget import GIB, kv_budget, load_model_config, shape_from_config
+from sim.gpus import GPU_PROFILES, RESERVE_BYTES
+from tuning.kvbudget import GIB, kv_budget, load_model_config, shape_from_config
 
 LLAMA_31_8B: dict[str, Any] = {
     "_name_or_path": "meta-llama/Llama-3.1-8B",
@@ -99,7 +99,7 @@ def test_estimated_weights_and_overhead_match_the_simulators_gpu_profile() -> No
     [
         ("{not json", "not JSON"),
         ("[1, 2]", "expected a JSON object"),
-        (json.dumps({"num_attention_heads": 32}), "missing 'num_hidden_layers'"),
+        (json.dumps({"num_attention_heads": 32}), "lacks 'num_hidden_layers'"),
         (json.dumps({**LLAMA_31_8B, "num_hidden_layers": "32"}), "must be a positive integer"),
         (json.dumps({**LLAMA_31_8B, "torch_dtype": "float9"}), "unknown dtype"),
     ],
@@ -110,6 +110,22 @@ def test_malformed_config_is_one_clear_error(tmp_path: Path, content: str, messa
     with pytest.raises(ModelConfigError, match=message) as info:
         load_model_config(path)
     assert str(path) in info.value.message and "\n" not in info.value.message
+
+
+def test_every_lacking_field_is_named_at_once(tmp_path: Path) -> None:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"model_type": "llama"}))
+    with pytest.raises(ModelConfigError) as info:
+        load_model_config(path)
+    assert "'num_hidden_layers' (or n_layer, num_layers)" in info.value.message
+    assert "'num_attention_heads' (or n_head)" in info.value.message
+    # Enough for the KV arithmetic, not for the weights: the estimate names what it lacks.
+    shape = shape_from_config({"num_hidden_layers": 32, "num_attention_heads": 32,
+                               "hidden_size": 4096})  # fmt: skip
+    with pytest.raises(ModelConfigError) as weights:
+        kv_budget(shape, gpu_memory_gib=80, max_model_len=8192)
+    assert "'vocab_size'" in weights.value.message
+    assert "'intermediate_size' (or moe_intermediate_size)" in weights.value.message
 
 
 def test_quantized_model_needs_the_weights_size() -> None:

@@ -9,10 +9,10 @@ import pytest
 
 from config.replicas import parse_replica
 from deja.errors import NoHealthyReplicaError
-from deja.replicas.health import parse_vllm_metrics
-from deja.replicas.pool import Breaker, BreakerState, ReplicaPool
-from deja.replicas.upstream import retry_after
-from deja.routing.router import Router
+from deja.upstream.health import parse_vllm_metrics
+from deja.upstream.pool import Breaker, BreakerState, ReplicaPool
+from deja.upstream.router import Router
+from deja.upstream.upstream import retry_after
 
 URLS = [f"http://10.0.0.{i}:8000" for i in range(1, 5)]
 

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from deja.routing.prefix import PrefixConfig, chat_tokens, prefix_hash, tokenize_into
-from deja.sim.engine import render_chat
+from deja.upstream.prefix import PrefixConfig, chat_tokens, prefix_hash, tokenize_into
+from sim.engine import render_chat
 
 STATIC = PrefixConfig()
 BLOCKS = PrefixConfig(mode="blocks", block_size=4, max_blocks=3)  # small: 12 tokens make the key

@@ -11,9 +11,9 @@ from click.testing import CliRunner
 
 from app.cli.main import main
 from deja.errors import TuningError
-from deja.sim.config import SimConfig
-from deja.tuning.profiles import get_profile, load_profiles, serve_args, shell_command
-from deja.tuning.workload import LengthDist
+from sim.config import SimConfig
+from tuning.profiles import get_profile, load_profiles, serve_args, shell_command
+from tuning.workload import LengthDist
 
 DESIGN_TABLE = {
     "chat": (256, 16384),

@@ -9,15 +9,15 @@ from typing import Any
 import orjson
 import pytest
 
-from app.api.validation import validate
 from deja.cache.keys import cache_key
 from deja.corpus.base import Chunk, RetrievedChunk, context_order, sources_of
 from deja.corpus.prompt import context_block, with_context
 from deja.errors import InvalidRequestError
 from deja.request import CachePolicy, GatewayRequest
-from deja.routing.prefix import PrefixConfig, prefix_hash
 from deja.semantic.scope import semantic_query
+from deja.upstream.prefix import PrefixConfig, prefix_hash
 from middleware.retrieve import retrieval_query, source_records, sources_header
+from middleware.validate import validate
 
 
 def chunk(document: str, index: int, score: float, version: int = 1) -> RetrievedChunk:

@@ -10,7 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from deja.cache.entry import CachedAnswer, answer_from_json
-from middleware.relay import answer_from_sse, iter_sse_data
+from middleware import sse
+from middleware.answers import answer_from_sse
 from middleware.replay import replay_json, replay_sse, split_for_replay
 
 USAGE = {"prompt_tokens": 5, "completion_tokens": 7, "total_tokens": 12}
@@ -53,7 +54,7 @@ def test_json_replay_has_fresh_id_and_openai_shape() -> None:
 
 
 def events(raw: bytes) -> list[Any]:
-    return [orjson.loads(p) for p in iter_sse_data(raw) if p != b"[DONE]"]
+    return [e.json() for e in sse.events(raw) if not e.done]
 
 
 def test_sse_replay_ends_with_done_and_chunks_content() -> None:
@@ -149,19 +150,6 @@ def test_answer_from_json_accepts_only_single_normal_choices() -> None:
         "choices": [{"index": 0, "message": msg, "finish_reason": "content_filter"}],
     }
     assert answer_from_json(bad, **kw) is None
-
-
-def test_usage_filter_drops_only_the_usage_event_across_chunk_boundaries() -> None:
-    from middleware.relay import UsageChunkFilter
-
-    content = _stream(_delta("a"), _delta("b", "stop"), done=False)
-    usage = b"data: " + orjson.dumps({"model": "m", "choices": [], "usage": USAGE}) + b"\n\n"
-    stream = content + usage + b"data: [DONE]\n\n"
-    for size in (1, 7, 64, len(stream)):
-        f = UsageChunkFilter()
-        out = b"".join(f.feed(stream[i : i + size]) for i in range(0, len(stream), size))
-        out += f.flush()
-        assert out == content + b"data: [DONE]\n\n"
 
 
 def test_json_replay_reuses_the_fixed_part_and_equals_replay_json() -> None:

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from deja.routing.ring import (
+from deja.upstream.ring import (
     HashRing,
     NoReplicaError,
     Placement,

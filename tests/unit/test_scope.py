@@ -8,9 +8,9 @@ from typing import Any
 
 import orjson
 
-from app.api.validation import validate
 from deja.request import CachePolicy
 from deja.semantic.scope import SemanticQuery, beyond_text, semantic_query
+from middleware.validate import validate
 
 TEXT = {"type": "text", "text": "What is in this picture?"}
 

@@ -11,18 +11,19 @@ from typing import Any
 
 import orjson
 import pytest
+from prometheus_client import generate_latest
 
-from app.api.validation import validate
 from deja.cache.entry import CachedAnswer
 from deja.errors import VerifierError
 from deja.observability.lookups import RecentLookups
 from deja.observability.metrics import Metrics
 from deja.request import CachePolicy, Outcome
 from deja.semantic.cutoffs import parse_table
+from deja.semantic.index import ScoredPoint
 from deja.tenancy.thresholds import Thresholds
-from deja.vectorstore.base import ScoredPoint
 from middleware.lookup import Lookup
 from middleware.semantic import Checks, SemanticSettings, SemanticStep
+from middleware.validate import validate
 
 TABLE = parse_table(
     {
@@ -128,7 +129,9 @@ def step(points: list[ScoredPoint], verifier: Any, **kw: Any) -> tuple[SemanticS
     semantic = SemanticStep(
         FakeCache(points),  # type: ignore[arg-type]
         FakeExact(kw.pop("stored", [p.entry_id for p in points])),  # type: ignore[arg-type]
-        settings=SemanticSettings(timeout=kw.pop("timeout", 1.0), top_k=4),
+        settings=SemanticSettings(
+            timeout=kw.pop("timeout", 1.0), top_k=4, max_pending=kw.pop("max_pending", 4)
+        ),
         thresholds=thresholds,
         metrics=Metrics(),
         spawn=spawned,
@@ -322,3 +325,25 @@ async def test_an_orphan_miss_reports_the_closest_live_candidate() -> None:
     assert got.outcome is Outcome.MISS and got.similarity is None
     assert orphans_counted(cosine) == 1
     await spawned.run()
+
+
+async def test_a_lookup_over_the_pending_cap_is_shed_at_once_and_keeps_its_question() -> None:
+    """Issue 19 (5): past ``max_pending`` a lookup does not queue into the timeout; it is a
+    safe miss at once that keeps its question, so its answer is still indexed."""
+    semantic, _ = step(POINTS, FakeVerifier(probs(0.9, 0.9, 0.9, 0.9), delay=0.2), max_pending=1)
+    slow = asyncio.ensure_future(lookup(semantic))
+    await asyncio.sleep(0.01)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    shed = await lookup(semantic)
+    assert loop.time() - started < 0.05
+    assert shed.outcome is Outcome.MISS and shed.query is not None and shed.vector is None
+    assert (await slow).outcome is Outcome.SEMANTIC
+    text = generate_latest(semantic.metrics.registry).decode()
+    assert 'deja_semantic_errors_total{kind="shed"} 1.0' in text
+
+
+async def test_a_failed_lookup_keeps_its_question_for_the_store() -> None:
+    semantic, _ = step(POINTS, FakeVerifier(probs(0.9, 0.9, 0.9, 0.9), delay=0.2), timeout=0.01)
+    failed = await lookup(semantic)
+    assert failed.outcome is Outcome.MISS and failed.query is not None

@@ -18,9 +18,9 @@ from deja.cache.exact.memory import MemoryExactStore
 from deja.cache.keys import Endpoint
 from deja.errors import CacheUnavailableError, EmbedderError, UpstreamServerError, VectorStoreError
 from deja.observability.metrics import Metrics
-from deja.replicas.upstream import UpstreamReply
 from deja.request import CachePolicy, GatewayRequest
 from deja.semantic.shadow import AnswerJudge, ShadowChecks, band
+from deja.upstream.upstream import UpstreamReply
 
 ENTRY = "e" * 64
 

@@ -1,4 +1,4 @@
-"""Unit tests of the simulator's pure logic (deja.sim.engine), no I/O."""
+"""Unit tests of the simulator's pure logic (sim.engine), no I/O."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import hashlib
 
 import pytest
 
-from deja.sim.engine import (
+from sim.engine import (
     ANSWER_PREFIX,
     PrefixCache,
     PromptError,

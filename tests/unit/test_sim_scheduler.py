@@ -6,11 +6,11 @@ import random
 
 import pytest
 
-from deja.sim.config import SimConfig
-from deja.sim.cost import StepCost
-from deja.sim.gpus import GPU_PROFILES
-from deja.sim.scheduler import Scheduler, Seq, SeqState
-from deja.sim.virtual import LogHistogram, VirtualRequest, run_closed_loop
+from sim.config import SimConfig
+from sim.cost import StepCost
+from sim.gpus import GPU_PROFILES
+from sim.scheduler import Scheduler, Seq, SeqState
+from sim.virtual import LogHistogram, VirtualRequest, run_closed_loop
 
 
 def scheduler(**kw: int | float) -> Scheduler:

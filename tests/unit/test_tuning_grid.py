@@ -14,9 +14,9 @@ from click.testing import CliRunner
 
 from app.cli.main import main
 from deja.errors import TuningError
-from deja.tuning.grid import Cell, CellResult, ResultStore, recommend, run_grid
-from deja.tuning.promtext import histogram_quantile, parse_metrics
-from deja.tuning.workload import LengthDist, Workload, workload_from_gateway
+from tuning.grid import Cell, CellResult, ResultStore, flat_axes, recommend, run_grid
+from tuning.promtext import histogram_quantile, parse_metrics
+from tuning.workload import LengthDist, Workload, workload_from_gateway
 
 
 class FakeRunner:
@@ -171,3 +171,37 @@ def test_tune_cli_in_process(tmp_path: Path) -> None:
     tight = CliRunner().invoke(main, [*args, "--ttft-p99-ms", "0.001"])
     assert tight.exit_code == 1 and "no cell meets TTFT p99" in tight.stderr
     assert "kept from" in tight.stderr  # resumed: the SLO is applied to the saved cells
+
+
+def test_tune_warns_without_an_slo_sizes_concurrency_and_names_a_flat_axis(tmp_path: Path) -> None:
+    """No --ttft-p99-ms: the fastest cell whatever its latency, said so. No --concurrency: the
+    largest --seqs value (not 256, which would make every cell measure its queue). Two token
+    budgets that change nothing are pointed out. The heat map has axes, a colour bar, labels."""
+    out = tmp_path / "t.json"
+    args = ["tune", "--in-process", "--seqs", "8,32", "--tokens", "2048,8192",
+            "--prompt-tokens", "200:600", "--output-tokens", "50:100", "--requests", "60",
+            "--output", str(out)]  # fmt: skip
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    assert "'concurrency': 32" in result.stderr
+    assert "warning: no --ttft-p99-ms given" in result.stderr
+    assert "note: --max-num-batched-tokens makes no difference on this workload" in result.stderr
+    assert "--max-num-seqs makes no difference" not in result.stderr
+    import matplotlib.image
+
+    height, width, _ = matplotlib.image.imread(out.with_suffix(".png")).shape
+    assert width >= 1200 and height >= 675  # 8 x 4.5 in at 150 dpi, at least
+    high = CliRunner().invoke(main, [*args, "--concurrency", "64", "--no-resume"])
+    assert "--concurrency 64 is above every --seqs value (at most 32)" in high.stderr
+
+
+def test_flat_axes_compare_along_each_axis() -> None:
+    def cell(seqs: int, tokens: int, tput: float) -> CellResult:
+        return CellResult(seqs=seqs, tokens=tokens, throughput=tput)
+
+    flat_tokens = [cell(8, 2048, 1000), cell(8, 8192, 1003), cell(32, 2048, 3000),
+                   cell(32, 8192, 3010)]  # fmt: skip
+    assert flat_axes(flat_tokens) == {"tokens": "0.3%"}
+    assert flat_axes([cell(8, 2048, 1000), cell(32, 2048, 1000)]) == {"seqs": "0.0%"}
+    assert flat_axes([cell(8, 2048, 1000), cell(8, 8192, 1500)]) == {}
+    assert flat_axes([cell(8, 2048, 1000)]) == {}  # one value per axis: nothing compared

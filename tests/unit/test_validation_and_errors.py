@@ -7,7 +7,6 @@ from typing import Any
 import orjson
 import pytest
 
-from app.api.validation import validate
 from deja.errors import (
     BodyReadTimeoutError,
     BodyTooLargeError,
@@ -17,12 +16,16 @@ from deja.errors import (
     NoHealthyReplicaError,
     OverloadedError,
     QueueFullError,
+    ReplicaConnectError,
     UpstreamClientError,
+    UpstreamError,
     UpstreamServerError,
     UpstreamTimeoutError,
+    UpstreamUnreachableError,
 )
 from deja.request import CachePolicy
-from middleware.errors import error_response
+from middleware.errors import error_response, public_message
+from middleware.validate import validate
 
 POLICY = CachePolicy()
 CHAT = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
@@ -124,9 +127,20 @@ def test_stream_flags() -> None:
 def test_error_mapping(error: Any, status: int, type_: str, code: str | None) -> None:
     response = error_response(error)
     assert response.status_code == status
+    # A replica failure reads in public words (issue 19: no replica address on the wire).
+    message = public_message(error) if isinstance(error, UpstreamError) else "x"
     assert orjson.loads(bytes(response.body)) == {
-        "error": {"message": "x", "type": type_, "param": error.param, "code": code}
+        "error": {"message": message, "type": type_, "param": error.param, "code": code}
     }
+
+
+def test_a_replica_failure_names_no_replica() -> None:
+    cut = UpstreamUnreachableError("replica 10.0.0.7:8000 dropped the connection mid-answer")
+    server = UpstreamServerError("replica 10.0.0.7:8000 failed with 500: boom", replica_status=500)
+    for error in (cut, server, ReplicaConnectError("replica 10.0.0.7:8000 is unreachable")):
+        assert "10.0.0.7" not in bytes(error_response(error).body).decode()
+    assert public_message(server) == "The model replica failed with 500: boom"
+    assert "mid-answer" in public_message(cut)
 
 
 def test_overload_and_body_timeout_headers() -> None:

@@ -3,7 +3,9 @@
 // the console works offline and these two shapes are all it needs.
 
 const NS = "http://www.w3.org/2000/svg";
-const MARGIN = { top: 14, right: 16, bottom: 40, left: 52 };
+const MARGIN = { top: 14, right: 24, bottom: 40, left: 52 };
+// Half the width of a tick label in px (11 px sans-serif, ~6.2 px per character).
+const halfLabel = (text) => String(text).length * 3.1;
 
 function s(tag, attrs = {}, ...children) {
   const el = document.createElementNS(NS, tag);
@@ -125,8 +127,14 @@ function axes(svg, sc, opts, width, height) {
   g.append(s("line", { x1: MARGIN.left, x2: MARGIN.left, y1: MARGIN.top, y2: base, class: "axis" }));
   for (const v of xt) {
     const px = sc.sx(v);
+    const text = fx(v);
+    // A label that would run past either edge is anchored to it instead of centred (a centred
+    // "18:56:05" at the right edge lost its last character).
+    let anchor = "middle";
+    if (px + halfLabel(text) > width - 2) anchor = "end";
+    else if (px - halfLabel(text) < 2) anchor = "start";
     g.append(s("line", { x1: px, x2: px, y1: base, y2: base + 4, class: "axis" }));
-    g.append(s("text", { x: px, y: base + 16, "text-anchor": "middle", class: "tick" }, fx(v)));
+    g.append(s("text", { x: px, y: base + 16, "text-anchor": anchor, class: "tick" }, text));
   }
   if (x.label) g.append(s("text", { x: MARGIN.left + sc.pw / 2, y: height - 4, "text-anchor": "middle", class: "axis-label" }, x.label));
   if (y.label) {

@@ -80,6 +80,9 @@ class Overview {
     this.outcomeChart = h("div", { class: "chart", id: "chart-outcomes" });
     this.savedChart = h("div", { class: "chart", id: "chart-saved" });
     this.prefixChart = h("div", { class: "chart", id: "chart-prefix" });
+    this.latencyChart = h("div", { class: "chart", id: "chart-latency" });
+    this.errorChart = h("div", { class: "chart", id: "chart-errors" });
+    this.queueChart = h("div", { class: "chart", id: "chart-queue" });
     this.replicas = h("div", { class: "replicas", id: "replicas" });
     this.status = h("p", { class: "note", id: "overview-status" }, "Loading…");
     root.append(
@@ -90,6 +93,9 @@ class Overview {
         card("Requests by outcome", this.outcomeChart, { note: "X-Deja-Cache of every request, per interval." }),
         card("Saved by the cache", this.savedChart, { note: "Completion tokens served from cache per interval (model time saved in the tooltip)." }),
         card("Prefix-cache hit rate by replica", this.prefixChart, { note: "vLLM prefix-cache hits / queries (tokens), per interval." }),
+        card("Latency", this.latencyChart, { note: "Whole-request latency p50 and p95 per interval (upper bound of its histogram bucket)." }),
+        card("Errors", this.errorChart, { note: "Requests answered with a 5xx status, per interval." }),
+        card("Rate limits and queue", this.queueChart, { note: "429s (tenant rate limit or overload) per interval, and requests waiting for a replica slot." }),
       ),
       card("Replicas", this.replicas, { note: "Health probes, circuit breakers, in-flight requests, and the replicas' own metrics." }),
     );
@@ -146,6 +152,40 @@ class Overview {
       y: percent,
       series: names.map((n, i) => ({ name: n, color: REPLICA_COLORS[i % REPLICA_COLORS.length], points: points.map((p) => [p.at, p.prefix_hit_rate[n] ?? null]) })),
       empty: "no prefix-cache traffic yet",
+    });
+    this.renderHealth(points, x);
+  }
+
+  renderHealth(points, x) {
+    const ms = (v) => (v * 1000 < 10 ? (v * 1000).toFixed(1) : num(Math.round(v * 1000)));
+    lineChart(this.latencyChart, {
+      label: "Request latency over time",
+      x,
+      y: { label: "ms", format: ms },
+      series: [
+        { name: "p50", color: "#2563eb", points: points.map((p) => [p.at, p.latency_p50 ?? null]) },
+        { name: "p95", color: "#c2410c", points: points.map((p) => [p.at, p.latency_p95 ?? null]) },
+      ],
+      empty: "no requests yet",
+    });
+    barChart(this.errorChart, {
+      label: "5xx errors over time",
+      x,
+      y: { label: "errors", format: (v) => num(v), integer: true },
+      series: [{ name: "5xx", color: "#b91c1c" }],
+      bars: points.map((p) => ({ x0: p.at - (p.seconds || 1), x1: p.at, values: [p.errors || 0], label: `${new Date(p.at * 1000).toLocaleTimeString("en-GB")}: ${num(p.errors || 0)} errors` })),
+      legend: false,
+      empty: "no errors",
+    });
+    lineChart(this.queueChart, {
+      label: "429s and admission queue over time",
+      x,
+      y: { label: "requests", format: (v) => num(v), integer: true },
+      series: [
+        { name: "429 per interval", color: "#d97706", points: points.map((p) => [p.at, p.throttled ?? 0]) },
+        { name: "waiting for a slot", color: "#7c3aed", dashed: true, points: points.map((p) => [p.at, p.queue ?? 0]) },
+      ],
+      empty: "no requests yet",
     });
   }
 

@@ -39,7 +39,7 @@ from typing import TypeVar
 from deja.cache.entry import CachedAnswer
 from deja.cache.exact.base import StoredEntry
 from deja.errors import CacheUnavailableError, describe
-from deja.observability.outage import Outage
+from deja.outage import Outage
 
 log = logging.getLogger("deja.cache")
 

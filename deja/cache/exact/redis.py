@@ -36,7 +36,7 @@ from deja.cache.exact.base import StoredEntry
 from deja.cache.exact.pipelining import GetBatcher
 from deja.cache.exact.tracking import TrackedTier
 from deja.errors import CacheUnavailableError, describe
-from deja.observability.outage import Outage
+from deja.outage import Outage
 from deja.redisclient import REDIS_ERRORS, RedisClient, read_many, refresh_after
 
 log = logging.getLogger("deja.cache")
@@ -129,11 +129,16 @@ class RedisExactStore:
         values = await read_many(self._client, [KEY_PREFIX + k for k in keys])
         return [v if isinstance(v, bytes | BaseException) else None for v in values]
 
-    async def set(self, key: str, answer: CachedAnswer, ttl: int) -> None:
+    def _before_write(self, key: str) -> None:
+        """A write or delete of ``key``: refused once closed; the pending hit count and this
+        process's tier copy are dropped first (the tier must never serve the old answer)."""
         self._check_open()
         self._hits.pop(key, None)
         if self.tracking is not None:
             self.tracking.forget(key)
+
+    async def set(self, key: str, answer: CachedAnswer, ttl: int) -> None:
+        self._before_write(key)
         try:
             async with asyncio.timeout(self._timeout):
                 pipeline = self._client.pipeline(transaction=False)
@@ -199,10 +204,7 @@ class RedisExactStore:
             raise self._failed("count", exc) from exc
 
     async def delete(self, key: str) -> bool:
-        self._check_open()
-        self._hits.pop(key, None)
-        if self.tracking is not None:
-            self.tracking.forget(key)
+        self._before_write(key)
         try:
             async with asyncio.timeout(self._timeout):
                 removed: int = await self._client.delete(KEY_PREFIX + key, HITS_PREFIX + key)

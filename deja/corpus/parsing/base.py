@@ -11,7 +11,7 @@ from __future__ import annotations
 import codecs
 import posixpath
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from deja.errors import DocumentError
@@ -46,6 +46,31 @@ class Section:
 
     path: tuple[str, ...]
     paragraphs: tuple[str, ...]
+
+
+@dataclass
+class Outline:
+    """The heading path being read and the sections finished so far: what every structured
+    parser (Markdown, HTML) builds its sections with."""
+
+    sections: list[Section] = field(default_factory=list)
+    #: (level, heading text) from the outermost heading in.
+    stack: list[tuple[int, str]] = field(default_factory=list)
+    #: The paragraphs read under the current heading path.
+    paragraphs: list[str] = field(default_factory=list)
+
+    def enter(self, level: int, text: str) -> None:
+        """A heading of ``level``: it replaces every open heading of that level or deeper."""
+        while self.stack and self.stack[-1][0] >= level:
+            self.stack.pop()
+        self.stack.append((level, text))
+
+    def close_section(self) -> None:
+        """The paragraphs read so far become a section under the current heading path."""
+        if self.paragraphs:
+            path = tuple(text for _, text in self.stack)
+            self.sections.append(Section(path, tuple(self.paragraphs)))
+            self.paragraphs = []
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,8 +14,8 @@ import re
 from html.parser import HTMLParser
 
 from deja.corpus.parsing.base import (
+    Outline,
     ParsedDocument,
-    Section,
     decode_text,
     default_title,
 )
@@ -96,9 +96,7 @@ class _MainText(HTMLParser):
         self.main_only = main_only
         self.skip: _Region | None = None
         self.main: _Region | None = None
-        self.stack: list[tuple[int, str]] = []
-        self.sections: list[Section] = []
-        self.paragraphs: list[str] = []
+        self.outline = Outline()
         self.buffer: list[str] = []
         self.heading: tuple[int, list[str]] | None = None
         self.pre = 0
@@ -116,14 +114,11 @@ class _MainText(HTMLParser):
         if not self.pre:
             text = "\n".join(_SPACES.sub(" ", line).strip() for line in text.split("\n"))
         if text.strip():
-            self.paragraphs.append(text.strip("\n"))
+            self.outline.paragraphs.append(text.strip("\n"))
 
     def end_section(self) -> None:
         self.end_paragraph()
-        if self.paragraphs:
-            path = tuple(text for _, text in self.stack)
-            self.sections.append(Section(path, tuple(self.paragraphs)))
-            self.paragraphs = []
+        self.outline.close_section()
 
     def _skips(self, tag: str, attrs: dict[str, str | None]) -> bool:
         classes = set((attrs.get("class") or "").split())
@@ -190,9 +185,7 @@ class _MainText(HTMLParser):
             if text:
                 if level == 1 and self.first_h1 is None:
                     self.first_h1 = text
-                while self.stack and self.stack[-1][0] >= level:
-                    self.stack.pop()
-                self.stack.append((level, text))
+                self.outline.enter(level, text)
         elif tag in BLOCK_TAGS:
             self.end_paragraph()
             if tag == "pre" and self.pre:
@@ -218,4 +211,4 @@ def parse_html(name: str, data: bytes) -> ParsedDocument:
     parser.close()
     parser.end_section()
     title = parser.first_h1 or parser.page_title or default_title(name)
-    return ParsedDocument.build(title, "html", parser.sections)
+    return ParsedDocument.build(title, "html", parser.outline.sections)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from deja.corpus.parsing.base import ParsedDocument, Section, decode_text, default_title
+from deja.corpus.parsing.base import Outline, ParsedDocument, decode_text, default_title
 
 _ATX = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
 _SETEXT = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
@@ -26,16 +26,14 @@ def heading_text(raw: str) -> str:
 class _Builder:
     """Collects paragraphs under the current heading path."""
 
-    sections: list[Section] = field(default_factory=list)
-    stack: list[tuple[int, str]] = field(default_factory=list)
-    paragraphs: list[str] = field(default_factory=list)
+    outline: Outline = field(default_factory=Outline)
     lines: list[str] = field(default_factory=list)
     first_h1: str | None = None
     first_heading: str | None = None
 
     def end_paragraph(self) -> None:
         if self.lines:
-            self.paragraphs.append("\n".join(self.lines))
+            self.outline.paragraphs.append("\n".join(self.lines))
             self.lines = []
 
     def heading(self, level: int, text: str) -> None:
@@ -47,16 +45,11 @@ class _Builder:
             self.first_h1 = text
         if self.first_heading is None:
             self.first_heading = text
-        while self.stack and self.stack[-1][0] >= level:
-            self.stack.pop()
-        self.stack.append((level, text))
+        self.outline.enter(level, text)
 
     def end_section(self) -> None:
         self.end_paragraph()
-        if self.paragraphs:
-            path = tuple(text for _, text in self.stack)
-            self.sections.append(Section(path, tuple(self.paragraphs)))
-            self.paragraphs = []
+        self.outline.close_section()
 
 
 def _strip_front_matter(lines: list[str]) -> list[str]:
@@ -101,4 +94,4 @@ def parse_markdown(name: str, data: bytes) -> ParsedDocument:
         doc.lines.append(line)
     doc.end_section()
     title = doc.first_h1 or doc.first_heading or default_title(name)
-    return ParsedDocument.build(title, "markdown", doc.sections)
+    return ParsedDocument.build(title, "markdown", doc.outline.sections)

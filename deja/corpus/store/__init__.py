@@ -1,1 +1,0 @@
-"""Chunk stores: the interface (``base``), Qdrant Edge (``edge``), a Qdrant server (``qdrant``)."""

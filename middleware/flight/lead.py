@@ -1,0 +1,114 @@
+"""Single-flight's entry: join the running call for an entry id, or lead a new one.
+
+The first identical miss leads: :meth:`FlightStep.publish` runs ``ProduceStep.produce`` (the one
+copy of steps 5-8) in a task of its own and publishes what the call yields to the flight; every
+request, the leader included, is a consumer (``middleware.flight.consume``). Across processes, a
+short Redis lock per entry id (``deja.cache.flightlock``) makes one gateway call the replica
+while the others poll the shared exact store for its answer (best effort: never longer than the
+lock's TTL, and a Redis failure leads).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from contextlib import aclosing
+
+from deja.cache.entry import CachedAnswer
+from deja.cache.exact.base import ExactStore
+from deja.cache.flightlock import FlightLock
+from deja.errors import CacheUnavailableError, ClientGoneError, DejaError
+from deja.observability.metrics import Metrics
+from deja.request import GatewayRequest, Outcome
+from middleware.disconnect import Disconnected
+from middleware.flight.consume import Consumer
+from middleware.flight.table import Flight, FlightFailed, Flights
+from middleware.lookup import Lookup
+from middleware.produce import Head, Produced, ProduceStep, Reply
+
+#: How often a request waiting on another process's identical call looks for its answer.
+REMOTE_POLL_SECONDS = 0.02
+
+
+class FlightStep:
+    """Identical concurrent misses share one replica call."""
+
+    def __init__(
+        self,
+        produce_step: ProduceStep,
+        flights: Flights,
+        exact: ExactStore,
+        metrics: Metrics,
+        lock: FlightLock | None = None,
+    ) -> None:
+        self.produce_step = produce_step
+        self.flights = flights
+        self.exact = exact
+        self.metrics = metrics
+        self.lock = lock
+        self.consumer = Consumer(flights)
+
+    async def reply(self, req: GatewayRequest, lookup: Lookup, disconnected: Disconnected) -> Reply:
+        """Join the running call for this entry id, or lead a new one. A follower whose
+        flight failed before it sent anything tries again, and may lead the next one."""
+        assert lookup.entry_id is not None
+        while True:
+            flight, leader = self.flights.join(lookup.entry_id)
+            if leader:
+                self.flights.start(flight, self.lead(req, lookup, flight))
+            else:
+                self.metrics.count(self.metrics.coalesced, "local")
+            try:
+                return await self.consumer.reply(
+                    req, lookup, flight, leader=leader, disconnected=disconnected
+                )
+            except FlightFailed as failed:
+                if not leader and failed.retry:
+                    continue
+                if failed.error is not None:
+                    raise failed.error from None
+                raise ClientGoneError("the client went away before the replica answered") from None
+
+    async def lead(self, req: GatewayRequest, lookup: Lookup, flight: Flight) -> None:
+        """The flight's producer, in its own task. Across processes, a Redis lock makes one
+        gateway call the replica while the others wait for its stored answer."""
+        assert lookup.entry_id is not None
+        lock = self.lock
+        if lock is not None and not await lock.acquire(lookup.entry_id):
+            answer = await self.remote_answer(lookup.entry_id, lock)
+            if answer is not None:
+                self.metrics.count(self.metrics.coalesced, "remote")
+                headers = {"x-deja-cache": Outcome.COALESCED.value, "x-deja-entry": answer.entry_id}
+                flight.open(Head("", headers), remote=True)
+                flight.finish(Produced("", answer, None, None))
+                return
+        try:
+            await self.publish(req, lookup, flight)
+        except DejaError as exc:
+            flight.fail(exc)
+        finally:
+            if lock is not None:
+                await lock.release(lookup.entry_id)
+
+    async def publish(self, req: GatewayRequest, lookup: Lookup, flight: Flight) -> None:
+        """Steps 5-8, once for the flight: what the call yields goes to every consumer."""
+        call = await self.produce_step.produce(req, lookup)
+        flight.open(call.head)
+        if call.produced is None:
+            async with aclosing(call.chunks()) as chunks:
+                async for chunk in chunks:
+                    flight.push(chunk)
+        flight.finish(call.produced)
+
+    async def remote_answer(self, entry_id: str, lock: FlightLock) -> CachedAnswer | None:
+        """Another process leads: poll the shared exact store until its answer is there, or
+        its lock is gone (it finished without a cacheable answer, or died)."""
+        while True:
+            try:
+                answer = await self.exact.get(entry_id)
+            except CacheUnavailableError:
+                return None
+            if answer is not None:
+                return answer
+            if not await lock.held(entry_id):
+                return None
+            await asyncio.sleep(REMOTE_POLL_SECONDS)

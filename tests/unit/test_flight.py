@@ -1,0 +1,105 @@
+"""Single-flight's table without I/O: joining, fan-out of a stream as it arrives, failure and
+retry, cancellation when the last consumer leaves (re-stamping is in test_sse.py)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from deja.errors import UpstreamClientError, UpstreamServerError
+from middleware.flight import Flight, FlightFailed, Flights
+from middleware.produce import Head, Produced
+
+
+async def test_the_first_leads_the_rest_follow_until_it_ends() -> None:
+    flights = Flights()
+    leader, leads = flights.join("k")
+    follower, follows = flights.join("k")
+    assert leads and not follows and follower is leader
+    other, leads_other = flights.join("other")
+    assert leads_other and other is not leader
+
+    async def produce() -> None:
+        leader.open(Head("r1", {}))
+        leader.finish(Produced("r1", None, b"{}", None))
+
+    flights.start(leader, produce())
+    await leader.wait_done()
+    await asyncio.sleep(0)
+    _, leads_again = flights.join("k")
+    assert leads_again  # a finished flight is never joined
+
+
+async def test_followers_get_chunks_as_they_arrive() -> None:
+    flight = Flight("k")
+    got: list[bytes] = []
+    release = asyncio.Event()
+
+    async def follow() -> None:
+        async for chunk in flight.stream():
+            got.append(chunk)
+            if len(got) == 1:
+                release.set()
+
+    consumer = asyncio.create_task(follow())
+    flight.push(b"a")
+    await asyncio.wait_for(release.wait(), 1)
+    assert got == [b"a"]  # the first chunk arrived before the stream ended
+    flight.push(b"b")
+    flight.finish(None)
+    await asyncio.wait_for(consumer, 1)
+    assert got == [b"a", b"b"]
+
+
+async def test_a_failure_says_whether_to_retry() -> None:
+    server = Flight("k")
+    server.fail(UpstreamServerError("boom", replica_status=500))
+    with pytest.raises(FlightFailed) as info:
+        await server.wait_done()
+    assert info.value.retry
+
+    client = Flight("k")
+    client.fail(UpstreamClientError(400, {"error": {"message": "bad"}}, {}))
+    with pytest.raises(FlightFailed) as info:
+        await client.wait_opened()
+    assert not info.value.retry and isinstance(info.value.error, UpstreamClientError)
+
+
+async def test_the_last_consumer_leaving_cancels_the_producer() -> None:
+    flights = Flights()
+    flight, _ = flights.join("k")
+    started = asyncio.Event()
+
+    async def produce() -> None:
+        started.set()
+        await asyncio.sleep(60)
+
+    flights.start(flight, produce())
+    await started.wait()
+    flight.consumers = 2
+    flights.leave(flight)
+    flights.leave(flight)
+    assert flight.task is not None
+    with pytest.raises(asyncio.CancelledError):
+        await flight.task
+    assert flight.done and flight.failure is not None and flight.failure.retry
+    assert len(flights) == 0
+
+
+async def test_a_consumer_leaving_while_another_waits_keeps_the_producer() -> None:
+    flights = Flights()
+    flight, _ = flights.join("k")
+    go = asyncio.Event()
+
+    async def produce() -> None:
+        await go.wait()
+        flight.finish(Produced("r", None, b"done", None))
+
+    flights.start(flight, produce())
+    flight.consumers = 2
+    flights.leave(flight)  # the leader's client went away
+    go.set()
+    await flight.wait_done()
+    flights.leave(flight)
+    assert flight.produced is not None and flight.produced.body == b"done"
