@@ -19,14 +19,13 @@ from starlette.requests import Request
 
 from app.wiring.corpora import open_corpora, preload, retrieve_step
 from app.wiring.disk import data_disk
+from app.wiring.pipeline import access_log, background_tasks, open_pipeline
 from app.wiring.replicas import Replicas
-from app.wiring.semantic import SemanticParts, open_embedder, semantic_step, temporal_detector
+from app.wiring.semantic import SemanticParts, open_embedder, semantic_step
 from app.wiring.stores import (
     exact_store,
-    flight_lock,
     lock_data_dir,
     open_redis,
-    uses_data_dir_exclusively,
 )
 from app.wiring.tenancy import client_keys, rate_limiter, threshold_store
 from app.wiring.vectors import VectorBackend
@@ -37,7 +36,6 @@ from deja.corpus.provenance import stale_answers
 from deja.corpus.service import Corpora
 from deja.diskspace import DiskSpace
 from deja.errors import CacheUnavailableError
-from deja.observability.accesslog import AccessLog
 from deja.observability.audit import AuditTrail
 from deja.observability.langfuse import langfuse_from
 from deja.observability.lookups import RecentLookups
@@ -52,19 +50,12 @@ from deja.tenancy.thresholds import Thresholds, ThresholdStore, follow
 from deja.upstream.discovery import ModelDiscovery
 from deja.upstream.health import HealthMonitor
 from deja.upstream.pool import ReplicaPool
-from deja.upstream.prefix import PrefixConfig
 from deja.upstream.upstream import Upstream
 from middleware.admit import AdmitStep
 from middleware.embeddings import Embeddings
-from middleware.flight import Flights, FlightStep
-from middleware.lookup import LookupStep
-from middleware.memo import RequestMemo
 from middleware.pipeline import Pipeline
-from middleware.produce import ProduceStep
 from middleware.record import Observability
-from middleware.retrieve import RetrieveStep
 from middleware.semantic import SemanticStep
-from middleware.store import StoreStep
 from middleware.tasks import BackgroundTasks
 
 log = logging.getLogger("deja")
@@ -177,25 +168,21 @@ class Gateway:
         redis = await open_redis(stack, settings)
         exact = await exact_store(stack, settings, redis)
         embedder = open_embedder(stack, settings)
-        exclusive = uses_data_dir_exclusively(settings)
-        settings, space = data_disk(settings, embedder, metrics, exclusive=exclusive)
+        settings, space = data_disk(settings, embedder, metrics)
         vectors = VectorBackend.open(stack, settings, space)
         parts = await SemanticParts.open(
             stack, settings, metrics, tracing, exact, replicas.upstream, embedder, vectors
         )
         corpora = await open_corpora(stack, settings, embedder, metrics, vectors)
         thresholds = parts.thresholds(settings, metrics)
-        background = BackgroundTasks()
-        stack.push_async_callback(background.drain)  # pending stores finish before closing
+        background = background_tasks(stack)
         recent = RecentLookups()
         semantic = semantic_step(settings, parts, thresholds, metrics, background, recent)
-        pipeline = await _pipeline(
+        pipeline = await open_pipeline(
             stack,
             settings,
             semantic=semantic,
-            observability=Observability(
-                metrics, tracing, AccessLog(access_sink) if settings.access_log else None
-            ),
+            observability=Observability(metrics, tracing, access_log(settings, access_sink)),
             exact=exact,
             upstream=replicas.upstream,
             background=background,
@@ -223,9 +210,7 @@ class Gateway:
             background=background,
             corpora=corpora,
             space=space,
-            demo_replicas=[r.url for r in replicas.upstream.pool.replicas]
-            if replicas.upstream.pool.simulated
-            else [],
+            demo_replicas=replicas.simulated_urls(),
         )
 
     async def on_corpus_change(self, changes: list[DocumentChange]) -> int:
@@ -358,54 +343,6 @@ def _timeline(
     """The console's traffic history: the cumulative counts, sampled off the request path."""
     counts = functools.partial(read_counts, pipeline.stats, metrics, pool.samples)
     return Timeline(counts, settings.console_sample_seconds)
-
-
-async def _pipeline(
-    stack: AsyncExitStack,
-    settings: Settings,
-    *,
-    semantic: SemanticStep | None,
-    observability: Observability,
-    exact: ExactStore | None,
-    upstream: Upstream,
-    background: BackgroundTasks,
-    retrieve: RetrieveStep | None,
-    space: DiskSpace | None,
-) -> Pipeline:
-    """The request path over the parts the gateway opened (single-flight only with a cache)."""
-    flights = Flights() if settings.single_flight and exact is not None else None
-    if flights is not None:
-        stack.push_async_callback(flights.close)
-    lock = await flight_lock(stack, settings) if flights is not None else None
-    metrics, tracing = observability.metrics, observability.tracing
-    lookup_step = LookupStep(
-        exact,
-        metrics,
-        tracing,
-        semantic_step=semantic,
-        temporal=temporal_detector(settings),
-        space=space,
-    )
-    store_step = None
-    if exact is not None:
-        store_step = StoreStep(exact, metrics, tracing, background, semantic)
-    prefix = PrefixConfig(
-        settings.prefix_mode, settings.prefix_block_size, settings.prefix_max_blocks
-    )
-    produce_step = ProduceStep(
-        upstream, metrics, tracing, prefix=prefix, retrieve_step=retrieve, store_step=store_step
-    )
-    flight_step = None
-    if flights is not None and exact is not None:
-        flight_step = FlightStep(produce_step, flights, exact, metrics, lock)
-    return Pipeline(
-        lookup_step,
-        produce_step,
-        observability=observability,
-        flight_step=flight_step,
-        background=background,
-        memo=RequestMemo(settings.request_memo_entries),
-    )
 
 
 def gateway_of(request: Request) -> Gateway:

@@ -395,7 +395,7 @@ class Variant:
     label: str
 
 
-def variants() -> list[Variant]:
+def variants(targets: Sequence[float] = TARGETS) -> list[Variant]:
     def theta(v: float) -> dict[str, Any]:
         return {"global": v}
 
@@ -404,7 +404,9 @@ def variants() -> list[Variant]:
 
     return [
         Variant("cosine", {"DEJA_SEMANTIC_VERIFIER": "off"}, THETAS, theta, "θ"),
-        Variant("verifier", {"DEJA_SEMANTIC_VERIFIER": "onnx"}, TARGETS, precision, "target"),
+        Variant(
+            "verifier", {"DEJA_SEMANTIC_VERIFIER": "onnx"}, tuple(targets), precision, "target"
+        ),
         Variant(
             "judge",
             {
@@ -831,6 +833,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--output", type=Path, default=RESULTS_DIR / "semantic_quality.json", help="JSON record"
     )
+    parser.add_argument(
+        "--targets",
+        type=float,
+        nargs="+",
+        default=list(TARGETS),
+        help="precision targets of the verifier variant",
+    )
     args = parser.parse_args(argv)
     if args.concurrency < 1:
         parser.error("--concurrency must be at least 1")
@@ -874,7 +883,7 @@ def main() -> int:
         banner("setup: simulated replica (speed 0)")
         sim = start_sim("sim", cpu=None, args=["--speed", "0"])
         try:
-            for variant in variants():
+            for variant in variants(tuple(args.targets)):
                 if variant.name in args.skip:
                     continue
                 results["variants"][variant.name] = run_variant(args, variant, sim, rows)

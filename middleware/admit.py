@@ -32,7 +32,7 @@ from deja.errors import (
     NoHealthyReplicaError,
 )
 from deja.request import GatewayRequest
-from deja.tenancy.keyring import KeyRing, Tenant
+from deja.tenancy.keyring import Caller, KeyRing, Tenant
 from deja.tenancy.ratelimit import RateLimiter
 from deja.upstream.discovery import ModelDiscovery
 from middleware.disconnect import Disconnected
@@ -150,8 +150,10 @@ class AdmitStep:
         headers = header_map(request)
         tenant_name = "-"
         try:
-            tenant = await self.caller(keys, headers)
-            tenant_name = tenant.name
+            caller = keys.authenticate(headers.get("authorization"))
+            tenant = caller.tenant
+            tenant_name = tenant.name  # known before the rate limit, so a 429 is logged under it
+            await self.take_rate_limit(caller)
             raw = await read_body(request, headers, self.settings.max_body_bytes)
             prepared = await self.prepare(endpoint, tenant, raw, headers)
             deadline = arrived + self.settings.request_timeout_seconds  # body included
@@ -170,13 +172,11 @@ class AdmitStep:
             raise
         return Admitted(req, prepared, disconnect_waiter(request.receive))
 
-    async def caller(self, keys: KeyRing, headers: dict[str, str]) -> Tenant:
-        """The caller's tenant, once its key is valid and its rate limit has room (401 / 429);
-        the first check of every client route (generation and ``/v1/embeddings``)."""
-        caller = keys.authenticate(headers.get("authorization"))
+    async def take_rate_limit(self, caller: Caller) -> None:
+        """429 when the caller's tenant has no room left (after authentication, 401, so the
+        refusal is logged under the tenant); every client route (generation, embeddings)."""
         if caller.tenant.rate_limit_rpm is not None:
             await self.limiter.take(caller.key_id, caller.tenant.rate_limit_rpm)
-        return caller.tenant
 
     async def prepare(
         self, endpoint: Endpoint, tenant: Tenant, raw: bytes, headers: dict[str, str]

@@ -177,7 +177,7 @@ class SemanticStep:
         started = time.perf_counter()
         logits = await verifier.logits(query.text, [Scored(p, None).question for p in kept])
         self.metrics.verifier_seconds.observe(time.perf_counter() - started)
-        ranked = rank(table, kept, logits)
+        ranked = rank(table, query.text, kept, logits)
         top = ranked[0].score
         if top is not None:
             self.metrics.verifier_score.observe(top)

@@ -29,8 +29,10 @@ async def embeddings(request: Request) -> Response:
     rid = request_id(headers.get("x-request-id"))
     tenant_name = "-"
     try:
-        tenant = await gateway.admit_step.caller(gateway.keys, headers)
-        tenant_name = tenant.name
+        caller = gateway.keys.authenticate(headers.get("authorization"))
+        tenant = caller.tenant
+        tenant_name = tenant.name  # known before the rate limit, so a 429 is logged under it
+        await gateway.admit_step.take_rate_limit(caller)
         raw = await read_body(request, headers, settings.max_body_bytes)
         policy = parse_policy(
             headers,

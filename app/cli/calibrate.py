@@ -38,9 +38,16 @@ from deja.semantic.crossencoder import MODEL_FILE, SHIPPED_DIR, CrossEncoder, ch
 from deja.semantic.curves import TARGETS, build_table, curve_area, write_calibration
 from deja.semantic.cutoffs import CALIBRATION_FILE, load_table
 
+#: τ keeps a one-sided 95% Wilson lower bound of the measured precision at the target.
+Z_ONE_SIDED = 1.645
 #: Targets on which the two decision scores are compared (sum of hit rates).
 COMPARE = (0.85, 0.88, 0.90, 0.92, 0.94, 0.95)
 COSINES = (0.80, 0.85, 0.90, 0.92, 0.95, 0.97, 0.98, 0.99)
+
+
+def _shipped_vetoes(verifier_dir: Path) -> tuple[str, ...]:
+    path = verifier_dir / CALIBRATION_FILE
+    return load_table(path).vetoes if path.is_file() else ()
 
 
 def _progress(label: str) -> Any:
@@ -69,11 +76,14 @@ def _pairwise(rows: list[Pair], vectors: dict[str, Any], encoder: CrossEncoder) 
     }
 
 
-def _choose(run: CacheRun, decision: str, floor: float, min_labelled: int) -> Decision:
+def _choose(
+    run: CacheRun, decision: str, floor: float, min_labelled: int, vetoes: tuple[str, ...]
+) -> Decision:
+    """The decision score; the mismatch vetoes are the shipped table's (measured there)."""
     if decision == "verifier":
-        return Decision("verifier")
+        return Decision("verifier", vetoes=vetoes)
     try:
-        combined = fit_combined(run, floor)
+        combined = fit_combined(run, floor, vetoes)
     except np.linalg.LinAlgError:
         # Too few or too uniform pairs to fit [logit, cosine]: the plain verifier score.
         if decision == "combined":
@@ -81,12 +91,14 @@ def _choose(run: CacheRun, decision: str, floor: float, min_labelled: int) -> De
                 "cannot fit the combined score on these pairs (too few, or all one label): "
                 "label more pairs, or --decision verifier"
             ) from None
-        return Decision("verifier")
+        return Decision("verifier", vetoes=vetoes)
     if decision == "combined":
         return combined
-    plain = Decision("verifier")
+    plain = Decision("verifier", vetoes=vetoes)
     areas = {
-        d: curve_area(build_table(run, serve(run, d, floor), TARGETS, min_labelled), COMPARE)
+        d: curve_area(
+            build_table(run, serve(run, d, floor), TARGETS, min_labelled, z=Z_ONE_SIDED), COMPARE
+        )
         for d in (plain, combined)
     }
     return max(areas, key=lambda d: areas[d])
@@ -178,9 +190,10 @@ def calibrate_command(
         return np.stack([vectors[t] for t in batch])
 
     run = cache_run(rows, embed, encoder.logits, k=k, floor=floor, progress=_progress("verify"))
-    chosen = _choose(run, decision, floor, min_labelled)
+    vetoes = _shipped_vetoes(verifier_dir)
+    chosen = _choose(run, decision, floor, min_labelled, vetoes)
     served = serve(run, chosen, floor)
-    rows_table = build_table(run, served, TARGETS, min_labelled)
+    rows_table = build_table(run, served, TARGETS, min_labelled, z=Z_ONE_SIDED)
     fitted = (
         f"{pairs_file.name}: {len(rows)} pairs ({int(run.duplicate.sum())} duplicates), cache "
         f"mode, top-{k} by cosine >= {floor}; deja calibrate"

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 
+from app.wiring.stores import uses_data_dir_exclusively
 from config.settings import Settings
 from deja.corpus.index import CHUNKS
 from deja.diskspace import MIB, DiskCollector, DiskSpace, startup_line
@@ -30,12 +31,12 @@ def edge_parts(settings: Settings, embedder: Embedder | None) -> dict[str, str]:
 
 
 def data_disk(
-    settings: Settings, embedder: Embedder | None, metrics: Metrics, *, exclusive: bool
+    settings: Settings, embedder: Embedder | None, metrics: Metrics
 ) -> tuple[Settings, DiskSpace | None]:
     """The guard of data_dir's disk (None when this process keeps nothing there: Redis and a
     Qdrant server), and the settings to run with: the Edge parts whose collections do not fit
     above the reserve turned off, said in the one start-up line."""
-    if not exclusive:
+    if not uses_data_dir_exclusively(settings):
         return settings, None
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     space = DiskSpace(settings.data_dir, settings.disk_reserve_mb * MIB)

@@ -28,6 +28,11 @@ class Replicas:
     discovery: ModelDiscovery
     monitor: HealthMonitor
 
+    def simulated_urls(self) -> list[str]:
+        """The simulated replicas ``--demo`` started in this process (a reload keeps them)."""
+        pool = self.upstream.pool
+        return [r.url for r in pool.replicas] if pool.simulated else []
+
     @classmethod
     async def open(cls, stack: AsyncExitStack, settings: Settings, metrics: Metrics) -> Replicas:
         urls, simulated = await replica_urls(stack, settings)

@@ -22,6 +22,7 @@ from typing import Any, Literal, Protocol
 import numpy as np
 import numpy.typing as npt
 
+from deja.semantic.mismatch import compare, kinds_mask
 from deja.semantic.verifier import same_words
 
 Array = npt.NDArray[Any]
@@ -149,6 +150,10 @@ class CacheRun:
     scored_pairs: int = 0
     meta: dict[str, Any] = field(default_factory=dict)
     same: Array | None = None
+    #: Per candidate: the hard mismatch kinds as bits (``Signals.mask``) and the soft
+    #: mismatch features [n, k, 2] (``Signals.features``).
+    hard: Array | None = None
+    feats: Array | None = None
 
     @property
     def n(self) -> int:
@@ -177,6 +182,8 @@ def cache_run(
     kind = np.zeros((n, k), dtype=np.int8)
     right = np.zeros((n, k), dtype=bool)
     same = np.zeros((n, k), dtype=bool)
+    hard = np.zeros((n, k), dtype=np.int64)
+    feats = np.zeros((n, k, 2), dtype=np.float64)
     dup = np.array([r.duplicate for r in rows], dtype=bool)
     scored = 0
     step = 1024
@@ -192,6 +199,9 @@ def cache_run(
                 cos[i, slot] = float(sims[j, c])
                 text = index_texts[c]
                 same[i, slot] = same_words(row.b, text)
+                signals = compare(row.b, text)
+                hard[i, slot] = signals.mask
+                feats[i, slot] = signals.features()
                 if text == row.b:
                     kind[i, slot], right[i, slot] = IDENTICAL, True
                 elif c == pos[row.a]:
@@ -201,27 +211,61 @@ def cache_run(
                 scored += len(keep)
             if progress is not None:
                 progress(i + 1, n)
-    return CacheRun(index_texts, cand, cos, lg, kind, right, dup, k, floor, scored, same=same)
+    return CacheRun(
+        index_texts,
+        cand,
+        cos,
+        lg,
+        kind,
+        right,
+        dup,
+        k,
+        floor,
+        scored,
+        same=same,
+        hard=hard,
+        feats=feats,
+    )
 
 
 @dataclass(frozen=True)
 class Decision:
-    """``verifier``: sigmoid(logit). ``combined``: sigmoid(w_logit*logit + w_cosine*cos + bias)."""
+    """``verifier``: sigmoid(logit). ``combined``: sigmoid(w_logit*logit + w_cosine*cos +
+    w_negation*negation + w_extra_entity*extra_entity + bias). Either way a candidate with a
+    mismatch kind in ``vetoes`` scores 0 (the arrays twin of ``CalibrationTable.score``)."""
 
     kind: Literal["verifier", "combined"] = "verifier"
     w_logit: float = 1.0
     w_cosine: float = 0.0
     bias: float = 0.0
+    w_negation: float = 0.0
+    w_extra_entity: float = 0.0
+    vetoes: tuple[str, ...] = ()
 
-    def score(self, lg: Array, cos: Array) -> Array:
+    def score(
+        self, lg: Array, cos: Array, feats: Array | None = None, hard: Array | None = None
+    ) -> Array:
         if self.kind == "verifier":
-            return sigmoid(lg)
-        return sigmoid(self.w_logit * lg + self.w_cosine * cos + self.bias)
+            out = sigmoid(lg)
+        else:
+            z = self.w_logit * lg + self.w_cosine * cos + self.bias
+            if feats is not None:
+                z = z + self.w_negation * feats[..., 0] + self.w_extra_entity * feats[..., 1]
+            out = sigmoid(z)
+        if hard is not None and self.vetoes:
+            out = np.where((hard & kinds_mask(self.vetoes)) != 0, 0.0, out)
+        return out
 
     def params(self) -> dict[str, float] | None:
         if self.kind == "verifier":
             return None
-        return {"w_logit": self.w_logit, "w_cosine": self.w_cosine, "bias": self.bias}
+        return {
+            "w_logit": self.w_logit,
+            "w_cosine": self.w_cosine,
+            "bias": self.bias,
+            "w_negation": self.w_negation,
+            "w_extra_entity": self.w_extra_entity,
+        }
 
 
 def fit_logistic(X: Array, y: Array, l2: float = 1e-3, iters: int = 50) -> Array:
@@ -242,13 +286,27 @@ def fit_logistic(X: Array, y: Array, l2: float = 1e-3, iters: int = 50) -> Array
     return w
 
 
-def fit_combined(run: CacheRun, floor: float) -> Decision:
-    """Platt-style fit of P(right | verifier logit, cosine) on the labelled candidates
-    (own ``a`` or identical) with cosine >= ``floor``."""
+def fit_combined(
+    run: CacheRun,
+    floor: float,
+    vetoes: tuple[str, ...] = (),
+    extra: tuple[Array, Array] | None = None,
+) -> Decision:
+    """Logistic fit of P(right | verifier logit, cosine, negation, extra entity) on the
+    labelled candidates (own ``a`` or identical) with cosine >= ``floor`` that no veto
+    removes, plus ``extra`` rows (X [m, 4] in that column order, y [m]) from other sets."""
     m = (run.kind > 0) & (run.cos >= floor) & np.isfinite(run.logit)
-    X = np.stack([run.logit[m], run.cos[m]], axis=1)
-    w = fit_logistic(X, run.right[m].astype(np.float64))
-    return Decision("combined", float(w[0]), float(w[1]), float(w[2]))
+    if run.hard is not None and vetoes:
+        m &= (run.hard & kinds_mask(vetoes)) == 0
+    feats = run.feats if run.feats is not None else np.zeros((*run.cos.shape, 2))
+    X = np.column_stack([run.logit[m], run.cos[m], feats[m][:, 0], feats[m][:, 1]])
+    y = run.right[m].astype(np.float64)
+    if extra is not None:
+        X, y = np.vstack([X, extra[0]]), np.concatenate([y, extra[1]])
+    w = fit_logistic(X, y)
+    return Decision(
+        "combined", float(w[0]), float(w[1]), float(w[4]), float(w[2]), float(w[3]), vetoes
+    )
 
 
 @dataclass
@@ -266,7 +324,7 @@ def serve(
     cosine >= floor — or, when one of them is the query up to case and punctuation, that one
     with score 1.0, unverified. With ``skip_above``, a top-1 cosine >= it is served unverified
     (score +inf)."""
-    sc = decision.score(run.logit, run.cos)
+    sc = decision.score(run.logit, run.cos, run.feats, run.hard)
     usable = (run.cos >= floor) & (run.cand >= 0)
     sc = np.where(usable & np.isfinite(run.logit), sc, -np.inf)
     slot = np.argmax(sc, axis=1)

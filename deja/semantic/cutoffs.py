@@ -17,6 +17,7 @@ from typing import Any, Literal
 import orjson
 
 from deja.errors import VerifierError, describe
+from deja.semantic.mismatch import HARD_KINDS, Signals, kinds_mask
 
 CALIBRATION_FILE = "calibration.json"
 GRID = 100  # targets are compared on a 0.01 grid
@@ -31,6 +32,9 @@ class CutoffRow:
     precision: float
     tau: float | None
     hit_rate: float | None
+    #: The two-sided interval of the precision measured at τ on the calibration split: what
+    #: to expect on new traffic like it.
+    interval: tuple[float, float] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,12 +52,24 @@ class CalibrationTable:
     model_sha256: str
     fitted_on: str
     rows: tuple[CutoffRow, ...]
+    #: Weights of the soft mismatch signals (:meth:`Signals.features`) in the combination.
+    w_negation: float = 0.0
+    w_extra_entity: float = 0.0
+    #: Hard mismatch kinds that veto a candidate whatever the model says (score 0).
+    vetoes: tuple[str, ...] = ()
 
-    def score(self, logit: float, cosine: float) -> float:
-        """The decision score of one candidate, a probability in [0, 1]."""
+    def score(self, logit: float, cosine: float, signals: Signals | None = None) -> float:
+        """The decision score of one candidate, a probability in [0, 1]. A candidate with a
+        vetoing mismatch (a number, unit, symbol … the query does not share) scores 0."""
+        if signals is not None and signals.mask & kinds_mask(self.vetoes):
+            return 0.0
         if self.decision == "verifier":
             return sigmoid(logit)
-        return sigmoid(self.w_logit * logit + self.w_cosine * cosine + self.bias)
+        z = self.w_logit * logit + self.w_cosine * cosine + self.bias
+        if signals is not None:
+            negation, extra = signals.features()
+            z += self.w_negation * negation + self.w_extra_entity * extra
+        return sigmoid(z)
 
     @property
     def targets(self) -> tuple[float, float]:
@@ -77,12 +93,25 @@ class CalibrationTable:
             "decision": self.decision,
             "combined": None
             if self.decision == "verifier"
-            else {"w_logit": self.w_logit, "w_cosine": self.w_cosine, "bias": self.bias},
+            else {
+                "w_logit": self.w_logit,
+                "w_cosine": self.w_cosine,
+                "bias": self.bias,
+                "w_negation": self.w_negation,
+                "w_extra_entity": self.w_extra_entity,
+            },
+            "vetoes": list(self.vetoes),
             "skip_verification_above": self.skip_verification_above,
             "model_sha256": self.model_sha256,
             "fitted_on": self.fitted_on,
             "table": [
-                {"precision": r.precision, "tau": r.tau, "hit_rate": r.hit_rate} for r in self.rows
+                {
+                    "precision": r.precision,
+                    "tau": r.tau,
+                    "hit_rate": r.hit_rate,
+                    "interval": None if r.interval is None else list(r.interval),
+                }
+                for r in self.rows
             ],
         }
 
@@ -111,6 +140,7 @@ def parse_table(doc: Any, where: Path) -> CalibrationTable:
                 _number(row, "precision", where),
                 None if tau is None else float(tau),
                 float(hit) if isinstance(hit, int | float) else None,
+                _interval(row.get("interval"), i, where),
             )
         )
     rows.sort(key=lambda r: r.precision)
@@ -119,6 +149,11 @@ def parse_table(doc: Any, where: Path) -> CalibrationTable:
     if decision not in ("verifier", "combined"):
         raise VerifierError(f"calibration table {where}: unknown decision {decision!r}")
     skip = doc.get("skip_verification_above")
+    vetoes = doc.get("vetoes") or []
+    if not isinstance(vetoes, list) or any(v not in HARD_KINDS for v in vetoes):
+        raise VerifierError(
+            f"calibration table {where}: 'vetoes' must be a list of {', '.join(HARD_KINDS)}"
+        )
     return CalibrationTable(
         k=int(_number(doc, "k", where)),
         cosine_floor=_number(doc, "cosine_floor", where),
@@ -131,7 +166,22 @@ def parse_table(doc: Any, where: Path) -> CalibrationTable:
         model_sha256=str(doc.get("model_sha256", "")),
         fitted_on=str(doc.get("fitted_on", "")),
         rows=tuple(rows),
+        w_negation=float(combined.get("w_negation", 0.0)),
+        w_extra_entity=float(combined.get("w_extra_entity", 0.0)),
+        vetoes=tuple(vetoes),
     )
+
+
+def _interval(value: Any, i: int, where: Path) -> tuple[float, float] | None:
+    if value is None:
+        return None
+    if (
+        not isinstance(value, list)
+        or len(value) != 2
+        or not all(isinstance(v, int | float) and not isinstance(v, bool) for v in value)
+    ):
+        raise VerifierError(f"calibration table {where}: row {i} 'interval' must be [low, high]")
+    return (float(value[0]), float(value[1]))
 
 
 def load_table(path: Path) -> CalibrationTable:

@@ -8,14 +8,13 @@ row's own question is in the top 5 for 99% of true duplicates); the accept/rejec
 
 from __future__ import annotations
 
-import re
-import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from deja.semantic.cutoffs import CalibrationTable
 from deja.semantic.index import ScoredPoint
+from deja.semantic.mismatch import compare, tokens
 
 
 class Verifier(Protocol):
@@ -28,19 +27,13 @@ class Verifier(Protocol):
     async def close(self) -> None: ...
 
 
-_NON_WORD = re.compile(r"[^\w]+")
-
-
 def same_words(a: str, b: str) -> bool:
-    """The same question up to case, accents of the Unicode form, punctuation and spacing
+    """The same question up to case, the Unicode form, sentence punctuation and spacing
     ("how do i reset my password" / "How do I reset my password?"). Served without asking the
-    model: the verifier, trained on Quora pairs that rarely differ only so, scores such pairs
-    poorly (an identical question scored 0.55), and they are right by construction."""
-    return _normal(a) == _normal(b)
-
-
-def _normal(text: str) -> str:
-    return _NON_WORD.sub(" ", unicodedata.normalize("NFKC", text).casefold()).strip()
+    model, since such pairs are right by construction. Symbols, digits and signs are words
+    (:func:`deja.semantic.mismatch.tokens`): "mastering C?" and "mastering C++?" are two
+    questions, as are "5" / "-5", "15%" / "15" and "v2" / "v3"."""
+    return tokens(a) == tokens(b)
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,11 +49,15 @@ class Scored:
 
 
 def rank(
-    table: CalibrationTable, candidates: Sequence[ScoredPoint], logits: Sequence[float]
+    table: CalibrationTable,
+    query: str,
+    candidates: Sequence[ScoredPoint],
+    logits: Sequence[float],
 ) -> list[Scored]:
-    """Candidates by decision score, best first."""
-    scored = [
-        Scored(point, table.score(logit, point.score))
-        for point, logit in zip(candidates, logits, strict=True)
-    ]
+    """Candidates by decision score, best first; the score weighs the mismatch signals
+    between ``query`` and each cached question (:func:`deja.semantic.mismatch.compare`)."""
+    scored = []
+    for point, logit in zip(candidates, logits, strict=True):
+        signals = compare(query, str(point.payload.get("question") or ""))
+        scored.append(Scored(point, table.score(logit, point.score, signals)))
     return sorted(scored, key=lambda s: -(s.score or 0.0))

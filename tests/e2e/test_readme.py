@@ -104,6 +104,9 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Demo]:
     data = tmp_path_factory.mktemp("readme-demo")
     env = {k: v for k, v in os.environ.items() if not k.startswith("DEJA_")}
     env.update(DEJA_DATA_DIR=str(data), DEJA_MODEL_DIR=str(MODEL_DIR), DEJA_PORT=str(port))
+    # What the README shows, not the lookup budget: on a loaded test machine the 0.25 s
+    # default would turn the tour's semantic hit into a timed-out miss (as in console tests).
+    env["DEJA_SEMANTIC_TIMEOUT_SECONDS"] = "5"
     log = data / "serve.log"
     with log.open("wb") as sink:
         proc = subprocess.Popen(

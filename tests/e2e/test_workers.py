@@ -149,11 +149,12 @@ async def test_an_invalidated_entry_misses_on_every_worker(workers: str, key: st
     assert again.headers["x-deja-cache"] == "miss"
 
 
-def test_embedded_stores_are_refused_in_one_line(tmp_path: Path) -> None:
+def test_embedded_stores_are_refused_as_a_bad_setting(tmp_path: Path) -> None:
     env = env_for(tmp_path, DEJA_REPLICAS="http://127.0.0.1:9")
     cmd = [sys.executable, "-m", "app", "serve", "--workers", "2", "--port", str(free_port())]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
-    assert done.returncode != 0
+    assert done.returncode == 2
     assert "Traceback" not in done.stderr
-    assert "--workers 2 needs stores every worker shares" in done.stderr
-    assert "DEJA_REDIS_URL" in done.stderr
+    lines = done.stderr.strip().splitlines()[-4:]
+    assert lines[:3] == ["deja: bad setting", "  setting: --workers", "  value:   2"]
+    assert "1, unless every store is shared" in lines[3] and "DEJA_REDIS_URL" in lines[3]

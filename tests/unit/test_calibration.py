@@ -109,3 +109,53 @@ def test_shipped_calibration_schema() -> None:
     taus = [r["tau"] for r in doc["table"] if r["tau"] is not None]
     assert taus == sorted(taus)
     assert [r["precision"] for r in doc["table"]] == [round(0.80 + 0.01 * i, 2) for i in range(18)]
+
+
+def _synthetic_run(n: int, seed: int) -> CacheRun:
+    """One own-``a`` candidate per query; P(right) rises with the logit."""
+    rng = np.random.default_rng(seed)
+    lg = rng.normal(0.0, 2.0, n)
+    right = rng.random(n) < 1 / (1 + np.exp(-1.5 * lg))
+    return CacheRun(
+        index_texts=[f"q{i}" for i in range(n)],
+        cand=np.arange(n).reshape(n, 1),
+        cos=np.full((n, 1), 0.9),
+        logit=lg.reshape(n, 1),
+        kind=np.ones((n, 1), dtype=np.int8),
+        right=right.reshape(n, 1),
+        duplicate=right.copy(),
+        k=1,
+        floor=0.5,
+    )
+
+
+def test_wilson_bound_table_is_stricter_and_keeps_its_promise_on_new_samples() -> None:
+    from deja.semantic.curves import wilson
+
+    lo, hi = wilson(90, 100, 1.96)
+    assert lo < 0.9 < hi and wilson(0, 0, 1.96) == (0.0, 1.0)
+    fit = _synthetic_run(3000, seed=1)
+    sv = serve(fit, Decision("verifier"), 0.5)
+    point = build_table(fit, sv, (0.85, 0.9), min_labelled=30)
+    bound = build_table(fit, sv, (0.85, 0.9), min_labelled=30, z=1.645)
+    for p, b in zip(point, bound, strict=True):
+        assert b["tau"] >= p["tau"]  # the bound asks for more evidence
+        assert b["interval"][0] <= b["measured_precision"] <= b["interval"][1]
+    # τ from one sample holds its target on fresh samples of the same traffic
+    misses = 0
+    for seed in range(2, 22):
+        fresh = _synthetic_run(3000, seed=seed)
+        m = metrics_at(fresh, serve(fresh, Decision("verifier"), 0.5), bound[1]["tau"])
+        misses += m["precision"] < 0.9
+    assert misses <= 3
+
+
+def test_vetoed_candidates_are_never_served() -> None:
+    from deja.semantic.mismatch import kinds_mask
+
+    run = _synthetic_run(200, seed=3)
+    run.logit[:] = 5.0
+    run.hard = np.zeros((200, 1), dtype=np.int64)
+    run.hard[:50, 0] = kinds_mask(("number",))
+    sv = serve(run, Decision("verifier", vetoes=("number",)), 0.5)
+    assert np.all(sv.score[:50] == 0.0) and np.all(sv.score[50:] > 0.99)

@@ -70,8 +70,10 @@ def test_without_a_key_the_console_line_says_how_to_set_one(tmp_path: Path) -> N
 
 def test_the_calibration_line_at_start_up_is_short() -> None:
     fitted = load_table(SHIPPED_DIR / "calibration.json").fitted_on
-    assert len(fitted) > 400  # the whole provenance stays in GET /admin/semantic
-    assert short(fitted) == "validation split carved from qqp_train.jsonl.gz"
+    assert len(fitted) > 200  # the whole provenance stays in GET /admin/semantic
+    line = short(fitted)
+    assert fitted.startswith(line) and len(line) <= 80
+    assert "qqp_train.jsonl.gz" in line  # the first clause still names the data
 
 
 def test_a_precision_target_above_the_table_is_refused_with_its_reach() -> None:

@@ -1,14 +1,22 @@
-"""Fit the serving thresholds on the VALIDATION split (cache mode) and write
+"""Fit the serving decision on data the model was not trained on and write
 ``deja/models/verifier/calibration.json``.
 
-Compares decision scores (verifier probability vs a logistic combination of [verifier logit,
-cosine]) and cosine floors, checks whether high-cosine hits could skip verification, and
-builds the precision-target -> tau table from an isotonic-smoothed precision curve.
+1. Cache mode on the Quora VALIDATION split (``val.jsonl``): top-4 candidates above cosine
+   0.50 scored once; smaller k and higher floors are views of that run.
+2. Pairwise on ``val_extra.jsonl`` (MRPC and STS validation rows, rule-made rows from the
+   validation questions): verifier logit, cosine and mismatch signals per pair.
+3. Vetoes: a hard mismatch kind (:mod:`deja.semantic.mismatch`) vetoes when the candidates
+   that show it are right less often than the lowest target on the two validation sets.
+4. For each (cosine floor, k): the logistic combiner of [logit, cosine, negation, extra
+   entity] fitted on both validation sets, the τ table with a one-sided Wilson bound, and the
+   verifier calls per lookup. The chosen option has the fewest calls among those within 2% of
+   the best sum of hit rates over the compared targets.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import time
 from pathlib import Path
@@ -16,10 +24,13 @@ from typing import Any
 
 import numpy as np
 
+from deja.semantic.curves import wilson
+from deja.semantic.mismatch import HARD_KINDS, compare, kinds_mask
 from training.verifier.calibration import (
     TARGETS,
     CacheRun,
     Decision,
+    Served,
     Verifier,
     auc,
     build_table,
@@ -30,18 +41,22 @@ from training.verifier.calibration import (
     serve,
     serve_cosine,
     sigmoid,
-    skip_candidates,
+    tau_for_target,
     write_calibration,
 )
 from training.verifier.common import ARTIFACTS, CACHE, RUNS, Progress, read_pairs
 from training.verifier.embed import load_embeddings
 
 COMPARE = (0.85, 0.88, 0.90, 0.92, 0.94, 0.95)
-SKIPS = (0.97, 0.98, 0.99, 0.995, 0.999)
+EVAL_TARGETS = (0.85, 0.88, 0.90, 0.92, 0.95)
+SWEEP = tuple(round(float(t), 3) for t in np.r_[np.arange(0.05, 0.95, 0.05), 0.97, 0.99, 0.995])
+Z_ONE_SIDED = 1.645  # 95% one-sided lower bound
 
 
-def cached_embed(split: str) -> Any:
-    table = load_embeddings(split)
+def cached_embed(*splits: str) -> Any:
+    table: dict[str, np.ndarray] = {}
+    for split in splits:
+        table.update(load_embeddings(split))
 
     def embed(texts: list[str]) -> np.ndarray:
         missing = [t for t in texts if t not in table]
@@ -56,57 +71,173 @@ def run_cache(
     rows: list[Any], split: str, model: Path, k: int, floor: float, threads: int
 ) -> CacheRun:
     v = Verifier.load(model, model.parent / "tokenizer.json", threads=threads)
-    prog = Progress(f"cache {split}", len(rows), every=20.0)
+    prog = Progress(f"cache {split}", len(rows), every=30.0)
     t = time.monotonic()
     run = cache_run(
         rows, cached_embed(split), v, k=k, floor=floor, progress=lambda i, n: prog.update(i)
     )
     run.meta["seconds"] = time.monotonic() - t
-    print(
-        f"[{split}] scored {run.scored_pairs} candidate pairs in {run.meta['seconds']:.0f}s",
-        flush=True,
-    )
+    print(f"[{split}] scored {run.scored_pairs} pairs in {run.meta['seconds']:.0f}s", flush=True)
     return run
 
 
-def pairwise(rows: list[Any], split: str, model: Path, threads: int) -> dict[str, float]:
-    v = Verifier.load(model, model.parent / "tokenizer.json", threads=threads)
+def first_k(run: CacheRun, k: int) -> CacheRun:
+    """The run as if only the top-``k`` candidates had been retrieved."""
+    cut = {
+        f.name: getattr(run, f.name)[:, :k]
+        for f in dataclasses.fields(run)
+        if f.name in ("cand", "cos", "logit", "kind", "right", "same", "hard", "feats")
+        and getattr(run, f.name) is not None
+    }
+    return dataclasses.replace(run, k=k, **cut)
+
+
+@dataclasses.dataclass
+class PairSet:
+    """A pairwise set: label, verifier logit, cosine, soft features [n, 2], hard mask, kind."""
+
+    y: np.ndarray
+    logit: np.ndarray
+    cos: np.ndarray
+    feats: np.ndarray
+    hard: np.ndarray
+    kind: list[str]
+
+    def scores(self, dec: Decision) -> np.ndarray:
+        return dec.score(self.logit, self.cos, self.feats, self.hard)
+
+
+def pair_set(path: Path, split: str, model: Path, threads: int, limit: int = 0) -> PairSet:
+    """Score every row (or a seeded sample of ``limit`` rows) of a pairwise JSONL set (``b``
+    asks, ``a`` is cached)."""
+    docs = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    if limit and limit < len(docs):
+        pick = np.random.default_rng(1234).choice(len(docs), size=limit, replace=False)
+        docs = [docs[i] for i in sorted(pick)]
     emb = cached_embed(split)
-    y = np.array([r.duplicate for r in rows])
-    cos = np.sum(emb([r.a for r in rows]) * emb([r.b for r in rows]), axis=1)
-    lg = v.logits([(r.b, r.a) for r in rows], batch=16)
+    v = Verifier.load(model, model.parent / "tokenizer.json", threads=threads)
+    sig = [compare(d["b"], d["a"]) for d in docs]
+    return PairSet(
+        y=np.array([bool(d["duplicate"]) for d in docs]),
+        logit=v.logits([(d["b"], d["a"]) for d in docs], batch=1),
+        cos=np.sum(emb([d["a"] for d in docs]) * emb([d["b"] for d in docs]), axis=1),
+        feats=np.array([s.features() for s in sig], dtype=np.float64).reshape(-1, 2),
+        hard=np.array([s.mask for s in sig], dtype=np.int64),
+        kind=[str(d.get("kind", "")) for d in docs],
+    )
+
+
+def choose_vetoes(run: CacheRun, extra: PairSet, bound: float) -> tuple[list[str], list[Any]]:
+    """Kinds whose flagged candidates are right less often than ``bound`` (serving them could
+    only pull precision below every target), measured on natural pairs: the labelled Quora
+    validation candidates and the MRPC/STS validation rows (the rule-made rows are flagged by
+    construction, so they would only confirm the rule)."""
+    assert run.hard is not None
+    lab = run.kind > 0
+    natural = np.array([k in ("mrpc", "sts") for k in extra.kind], dtype=bool)
+    out, report = [], []
+    for kind in HARD_KINDS:
+        bit = kinds_mask((kind,))
+        m = lab & ((run.hard & bit) != 0)
+        e = natural & ((extra.hard & bit) != 0)
+        n = int(m.sum()) + int(e.sum())
+        right = int(run.right[m].sum()) + int(extra.y[e].sum())
+        rate = right / n if n else 0.0
+        report.append({"kind": kind, "flagged": n, "right": right, "right_rate": round(rate, 4)})
+        if rate < bound:
+            out.append(kind)
+    return out, report
+
+
+def calls_per_lookup(run: CacheRun, floor: float) -> float:
+    """Mean verifier calls per lookup: candidates at or above the floor, unless the same
+    question is among them (served unverified)."""
+    usable = (run.cos >= floor) & (run.cand >= 0)
+    same = run.same if run.same is not None else np.zeros_like(usable)
+    n = np.where((same & usable).any(axis=1), 0, usable.sum(axis=1))
+    return float(n.mean())
+
+
+def options(
+    run4: CacheRun, extra: PairSet, vetoes: tuple[str, ...], floors: list[float], ks: list[int]
+) -> list[dict[str, Any]]:
+    out = []
+    for k in ks:
+        run = first_k(run4, k)
+        for floor in floors:
+            m = (extra.cos >= floor) & ((extra.hard & kinds_mask(vetoes)) == 0)
+            X = np.column_stack([extra.logit, extra.cos, extra.feats])[m]
+            y = extra.y[m].astype(np.float64)
+            for dec in (
+                Decision("verifier", vetoes=vetoes),
+                fit_combined(run, floor, vetoes, (X, y)),
+            ):
+                sv = serve(run, dec, floor)
+                table = build_table(run, sv, TARGETS, 50, z=Z_ONE_SIDED)
+                area = curve_area(table, COMPARE)
+                calls = calls_per_lookup(run, floor)
+                out.append(
+                    {
+                        "k": k,
+                        "floor": floor,
+                        "decision": dec,
+                        "table": table,
+                        "area": area,
+                        "calls": calls,
+                    }
+                )
+                print(
+                    f"[calibrate] k {k} floor {floor:.2f} {dec.kind:8s} area {area:.3f} "
+                    f"calls/lookup {calls:.2f}",
+                    flush=True,
+                )
+    return out
+
+
+def pick(opts: list[dict[str, Any]]) -> dict[str, Any]:
+    best = max(o["area"] for o in opts)
+    near = [o for o in opts if o["area"] >= 0.98 * best]
+    return min(near, key=lambda o: (o["calls"], -o["area"]))
+
+
+def pairwise_report(ps: PairSet, dec: Decision, tau: float) -> dict[str, Any]:
+    sc = ps.scores(dec)
+    served = sc >= tau
+    n_pos = int(ps.y.sum())
     return {
-        "auc_verifier": auc(lg, y),
-        "auc_cosine": auc(cos, y),
-        "pairs": len(rows),
-        "accuracy_verifier_at_0.5": float(np.mean((sigmoid(lg) >= 0.5) == y)),
+        "pairs": len(ps.y),
+        "auc_verifier": auc(ps.logit, ps.y),
+        "auc_cosine": auc(ps.cos, ps.y),
+        "auc_decision": auc(sc, ps.y),
+        "served": int(served.sum()),
+        "precision_at_default": float(ps.y[served].mean()) if served.any() else float("nan"),
+        "recall_at_default": float((served & ps.y).sum() / max(1, n_pos)),
     }
 
 
-def run_summary(run: CacheRun) -> dict[str, Any]:
-    """What every report says about the cache-mode run it rests on."""
+def with_interval(m: dict[str, Any]) -> dict[str, Any]:
+    lo, hi = wilson(float(m["right"]), float(m["labelled"]), 1.96)
+    return {**m, "interval": [round(lo, 4), round(hi, 4)]}
+
+
+def cache_curves(run: CacheRun, sv: Served, doc: dict[str, Any]) -> dict[str, Any]:
+    per_target = []
+    for t in EVAL_TARGETS:
+        tau = tau_for_target(doc, t)
+        if tau is None:
+            per_target.append({"target": t, "tau": None, "hits": 0, "hit_rate": 0.0})
+            continue
+        per_target.append({"target": t, **with_interval(metrics_at(run, sv, tau))})
     return {
-        "rows": run.n,
-        "duplicates": int(run.duplicate.sum()),
-        "index_size": len(run.index_texts),
-        "scored_pairs": run.scored_pairs,
-        "seconds": run.meta["seconds"],
+        "per_target": per_target,
+        "curve": [with_interval(metrics_at(run, sv, t)) for t in SWEEP],
     }
 
 
-def cosine_curve(run: CacheRun) -> list[dict[str, float]]:
+def cosine_curves(run: CacheRun) -> list[dict[str, Any]]:
     sv = serve_cosine(run)
-    return [metrics_at(run, sv, round(t, 3)) for t in (*(np.arange(85, 100) / 100), 0.995)]
-
-
-def tau_curve(
-    run: CacheRun, dec: Decision, floor: float, skip: float | None
-) -> list[dict[str, float]]:
-    sv = serve(run, dec, floor, skip)
-    return [
-        metrics_at(run, sv, t)
-        for t in (0.3, 0.5, 0.7, 0.8, 0.9, 0.95, 0.97, 0.98, 0.99, 0.995, 0.998, 0.999)
-    ]
+    thetas = np.round(np.r_[np.arange(0.80, 0.99, 0.01), 0.99, 0.995], 3)
+    return [with_interval(metrics_at(run, sv, float(t))) for t in thetas]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -114,119 +245,111 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     ap.add_argument("--val", type=Path, default=CACHE / "val.jsonl")
+    ap.add_argument("--val-extra", type=Path, default=CACHE / "val_extra.jsonl")
     ap.add_argument("--model", type=Path, default=ARTIFACTS / "verifier-int8.onnx")
     ap.add_argument("--out", type=Path, default=ARTIFACTS / "calibration.json")
     ap.add_argument("--report", type=Path, default=RUNS / "calibration_report.json")
+    ap.add_argument("--floors", type=float, nargs="+", default=[0.50, 0.60, 0.70])
+    ap.add_argument("--ks", type=int, nargs="+", default=[1, 2, 3, 4])
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--default-target", type=float, default=0.92)
+    ap.add_argument("--limit", type=int, default=0, help="first N validation rows (smoke)")
     ap.add_argument(
-        "--k",
-        type=int,
-        default=2,
-        help="candidates per query (2: on validation as good as 4, at half the verifier time)",
-    )
-    ap.add_argument("--floors", type=float, nargs="+", default=[0.60, 0.70])
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--min-labelled", type=int, default=50)
-    ap.add_argument("--limit", type=int, default=0, help="first N rows only (smoke)")
-    ap.add_argument(
-        "--skip",
-        action="store_true",
-        help="build the table with the measured skip-verification cosine (the gateway verifies "
-        "everything unless DEJA_SEMANTIC_SKIP_VERIFICATION_ABOVE is set, so off by default)",
+        "--extra-limit", type=int, default=0, help="a seeded sample of N val_extra rows"
     )
     args = ap.parse_args(argv)
     rows = read_pairs(args.val)
     if args.limit:
         rows = rows[: args.limit]
-    run = run_cache(rows, "val", args.model, args.k, min(args.floors), args.threads)
-    report: dict[str, Any] = run_summary(run)
-    options: list[dict[str, Any]] = []
-    for floor in args.floors:
-        for dec in (Decision("verifier"), fit_combined(run, floor)):
-            sv = serve(run, dec, floor)
-            table = build_table(run, sv, TARGETS, args.min_labelled)
-            area = curve_area(table, COMPARE)
-            options.append({"floor": floor, "decision": dec, "table": table, "area": area})
-            print(
-                f"[calibrate] floor {floor} {dec}: sum hit rate over {COMPARE} = {area:.3f}",
-                flush=True,
-            )
-    best = max(options, key=lambda o: o["area"])
-    dec, floor = best["decision"], best["floor"]
-    report["options"] = [
-        {
-            "floor": o["floor"],
-            "decision": o["decision"].kind,
-            "params": o["decision"].params(),
-            "area": o["area"],
-            "table": o["table"],
-        }
-        for o in options
-    ]
-    # skip verification above a high cosine?
-    skips = skip_candidates(run, SKIPS)
-    report["skip_check"] = skips
-    skip_above: float | None = None
-    for s in skips:
-        if s["labelled"] > 0 and s["right"] == s["labelled"] and s["precision"] == 1.0:
-            skip_above = float(s["cosine"])
-            break
-    report["skip_measured"] = skip_above
-    if not args.skip:
-        skip_above = None
-    if skip_above is not None:
-        with_skip = build_table(run, serve(run, dec, floor, skip_above), TARGETS, args.min_labelled)
-        base = curve_area(best["table"], COMPARE)
-        if curve_area(with_skip, COMPARE) + 1e-9 < base:
-            skip_above = None
-        else:
-            best["table"] = with_skip
-    for s in skips:
-        print(
-            f"[calibrate] top-1 cosine >= {s['cosine']}: labelled {s['labelled']} right "
-            f"{s['right']} unjudged {s['unjudged']} precision {s['precision']:.4f}",
-            flush=True,
-        )
-    print(
-        f"[calibrate] chosen: floor {floor}, {dec}, skip_verification_above {skip_above}",
-        flush=True,
-    )
+    run4 = run_cache(rows, "val", args.model, max(args.ks), min(args.floors), args.threads)
+    extra = pair_set(args.val_extra, "val_extra", args.model, args.threads, args.extra_limit)
+    vetoes, veto_report = choose_vetoes(run4, extra, min(TARGETS))
+    print(f"[calibrate] vetoes {vetoes}: {veto_report}", flush=True)
+    opts = options(run4, extra, tuple(vetoes), args.floors, args.ks)
+    best = pick(opts)
+    dec, floor, k = best["decision"], best["floor"], best["k"]
+    print(f"[calibrate] chosen k {k} floor {floor} {dec}", flush=True)
     fitted_on = (
-        f"validation split carved from qqp_train.jsonl.gz ({len(rows)} rows, "
-        f"{int(run.duplicate.sum())} duplicates, no question text shared with the "
-        f"training rows), cache mode: {len(run.index_texts)} distinct a indexed, every b "
-        f"queried, top-{args.k} by cosine >= {floor}, each (query, candidate) pair scored on "
-        "its own (batch 1), the same question up to case and punctuation served unverified "
-        "as the gateway does; tau = smallest threshold whose monotone labelled precision "
-        "(lowest raw precision at any threshold >= tau with >= "
-        f"{args.min_labelled} labelled hits) >= target"
+        f"Quora validation split carved from qqp_train.jsonl.gz ({len(rows)} rows, "
+        f"{int(run4.duplicate.sum())} duplicates, no question text shared with training) in "
+        f"cache mode, top-{k} by cosine >= {floor}, pairs scored one by one as the gateway "
+        f"does; combiner fitted there and on {len(extra.y)} held-out MRPC/STS/rule-made "
+        f"pairs; tau = least cut-off whose one-sided {Z_ONE_SIDED} Wilson lower bound of "
+        "labelled precision (>= 50 labelled hits) reaches the target"
     )
+    run = first_k(run4, k)
+    sv = serve(run, dec, floor)
+    extra_doc = {"bound": {"method": "wilson", "z_one_sided": Z_ONE_SIDED}}
     doc = write_calibration(
-        args.out, args.model, dec, floor, args.k, skip_above, fitted_on, best["table"]
+        args.out, args.model, dec, floor, k, None, fitted_on, best["table"], extra=extra_doc
     )
-    report["chosen"] = {
-        "floor": floor,
-        "decision": dec.kind,
-        "params": dec.params(),
-        "skip_verification_above": skip_above,
-        "table": best["table"],
+    tau_default = next(
+        (r["tau"] for r in best["table"] if r["precision"] >= args.default_target - 1e-9), None
+    )
+    report: dict[str, Any] = {
+        "model_sha256": doc["model_sha256"],
+        "val_eval": {
+            **cache_curves(run, sv, doc),
+            "cosine": cosine_curves(run),
+            "rows": run.n,
+            "scored_pairs": run.scored_pairs,
+        },
+        "rows": run.n,
+        "scored_pairs": run4.scored_pairs,
+        "vetoes": vetoes,
+        "veto_check": veto_report,
+        "options": [
+            {
+                "k": o["k"],
+                "floor": o["floor"],
+                "decision": o["decision"].kind,
+                "params": o["decision"].params(),
+                "area": o["area"],
+                "calls": o["calls"],
+                "table": o["table"],
+            }
+            for o in opts
+        ],
+        "chosen": {
+            "k": k,
+            "floor": floor,
+            "decision": dec.kind,
+            "params": dec.params(),
+            "table": best["table"],
+        },
+        "val_extra": pairwise_report(extra, dec, tau_default or 1.0),
+        "val_extra_by_kind": by_kind(extra, dec, tau_default or 1.0),
+        "cosine_curve": [
+            metrics_at(run, serve_cosine(run), t) for t in np.round(np.arange(0.80, 1.0, 0.01), 2)
+        ],
+        "decision_curve": [metrics_at(run, sv, t) for t in np.round(np.arange(0.05, 1.0, 0.05), 2)],
     }
-    report["verifier_curve"] = tau_curve(run, dec, floor, skip_above)
-    report["verifier_only_curve"] = tau_curve(run, Decision("verifier"), floor, None)
-    report["cosine_curve"] = cosine_curve(run)
-    report["pairwise"] = pairwise(rows, "val", args.model, args.threads)
-    print(f"[calibrate] val pairwise {report['pairwise']}", flush=True)
     for r in best["table"]:
         print(
             f"  target {r['precision']:.2f}: tau {r['tau']} hit_rate {r['hit_rate']} "
-            f"val precision {r.get('measured_precision')}"
+            f"val precision {r.get('measured_precision')} interval {r.get('interval')}"
         )
+    print(f"[calibrate] val_extra {report['val_extra']}", flush=True)
     args.report.parent.mkdir(parents=True, exist_ok=True)
     args.report.write_text(json.dumps(report, indent=2, default=str))
-    print(
-        f"[calibrate] wrote {args.out} (sha {doc['model_sha256'][:12]}) and {args.report}",
-        flush=True,
-    )
+    print(f"[calibrate] wrote {args.out} (sha {doc['model_sha256'][:12]})", flush=True)
     return 0
+
+
+def by_kind(ps: PairSet, dec: Decision, tau: float) -> dict[str, Any]:
+    """Served share per kind of row at the default cut-off."""
+    sc = ps.scores(dec)
+    out: dict[str, Any] = {}
+    for kind in sorted(set(ps.kind)):
+        m = np.array([k == kind for k in ps.kind])
+        out[kind] = {
+            "rows": int(m.sum()),
+            "duplicates": int(ps.y[m].sum()),
+            "served": int((sc[m] >= tau).sum()),
+            "served_right": int(((sc[m] >= tau) & ps.y[m]).sum()),
+            "mean_prob": float(sigmoid(ps.logit[m]).mean()),
+        }
+    return out
 
 
 if __name__ == "__main__":

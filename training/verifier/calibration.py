@@ -128,10 +128,19 @@ def cache_run(
 def load_calibration(path: Path) -> tuple[Decision, dict[str, Any]]:
     doc: dict[str, Any] = json.loads(path.read_text())
     c: dict[str, Any] = doc.get("combined") or {}
+    vetoes = tuple(doc.get("vetoes") or ())
     if doc["decision"] == "combined":
-        dec = Decision("combined", float(c["w_logit"]), float(c["w_cosine"]), float(c["bias"]))
+        dec = Decision(
+            "combined",
+            float(c["w_logit"]),
+            float(c["w_cosine"]),
+            float(c["bias"]),
+            float(c.get("w_negation", 0.0)),
+            float(c.get("w_extra_entity", 0.0)),
+            vetoes,
+        )
     else:
-        dec = Decision("verifier")
+        dec = Decision("verifier", vetoes=vetoes)
     return dec, doc
 
 

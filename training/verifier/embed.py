@@ -20,6 +20,7 @@ import numpy as np
 from training.verifier.common import CACHE, DATA, Progress, read_pairs
 
 EMB = CACHE / "emb"
+GEN = CACHE.parents[2] / "tests" / "data" / "generalisation.jsonl"
 EMBEDDER_MODULES = ("deja.embedding.onnx.embedder",)
 
 
@@ -67,7 +68,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--split",
         nargs="+",
-        default=["val", "dev", "train"],
+        default=[
+            "val",
+            "dev",
+            str(CACHE / "val_extra.jsonl"),
+            str(CACHE / "mrpc_test.jsonl"),
+            str(GEN),
+        ],
         help="split names (train, val, dev) or JSONL paths",
     )
     ap.add_argument("--force", action="store_true", help="re-embed even when cached")

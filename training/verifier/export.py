@@ -114,15 +114,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--check-pairs", type=int, default=500)
     ap.add_argument("--val", type=Path, default=CACHE / "val.jsonl")
     ap.add_argument("--seed", type=int, default=SEED)
+    ap.add_argument(
+        "--per-tensor", action="store_true", help="also try per-tensor int8 (per-channel shipped)"
+    )
+    ap.add_argument("--latency-reps", type=int, default=300)
     args = ap.parse_args(argv)
-    torch.set_num_threads(2)
+    torch.set_num_threads(1)
     args.workdir.mkdir(parents=True, exist_ok=True)
     args.artifacts.mkdir(parents=True, exist_ok=True)
     fp32 = args.workdir / "verifier-fp32.onnx"
     export_fp32(args.ckpt, fp32)
     tok_src = base_model_dir() / "tokenizer.json"
     variants: dict[str, Path] = {}
-    for per_channel in (True, False):
+    for per_channel in (True, False) if args.per_tensor else (True,):
         q = args.workdir / f"verifier-int8-{'pc' if per_channel else 'pt'}.onnx"
         quantize_dynamic(str(fp32), str(q), weight_type=QuantType.QInt8, per_channel=per_channel)
         variants["per_channel" if per_channel else "per_tensor"] = q
@@ -132,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     pick = rng.choice(len(rows), size=min(args.check_pairs, len(rows)), replace=False)
     pairs = [(rows[i].a, rows[i].b) for i in pick]
     y = np.array([rows[i].duplicate for i in pick])
-    v32 = Verifier.load(fp32, tok_src, threads=2)
+    v32 = Verifier.load(fp32, tok_src, threads=1)
     p32 = sigmoid(v32.logits(pairs, batch=1))
     report: dict[str, object] = {
         "check_pairs": len(pairs),
@@ -141,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     best, best_key = None, (-1.0, 0.0)
     for name, q in variants.items():
-        vq = Verifier.load(q, tok_src, threads=2)
+        vq = Verifier.load(q, tok_src, threads=1)
         pq = sigmoid(vq.logits(pairs, batch=1))
         pq4 = sigmoid(vq.logits(pairs, batch=4))
         d = float(np.abs(pq - p32).max())
@@ -163,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     dst = args.artifacts / "verifier-int8.onnx"
     shutil.copyfile(variants[best], dst)
     shutil.copyfile(tok_src, args.artifacts / "tokenizer.json")
-    lat = latency(dst, args.artifacts / "tokenizer.json")
+    lat = latency(dst, args.artifacts / "tokenizer.json", args.latency_reps)
     report["latency_int8_1thread"] = lat
     print(f"[export] latency {lat}", flush=True)
     (args.workdir / "export_report.json").write_text(json.dumps(report, indent=2))

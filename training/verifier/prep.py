@@ -1,230 +1,40 @@
-"""Data prep: validate qqp_train, carve a validation split with no question text shared with
-training, and augment training with reversed pairs, identity pairs and rule-made hard
-negatives (role swaps, negations, tense changes, antonym swaps, added qualifiers).
+"""Data prep: the training mix and the held-out splits, with no text shared between them.
 
-Outputs (under ``--out``): ``train.jsonl`` (augmented, shuffled), ``val.jsonl``,
-``prep_stats.json``.
+Sources
+- ``qqp_train.jsonl.gz`` (Quora, non-commercial): 6,000 random rows become the validation
+  split (``val.jsonl``, cache-mode calibration); training rows sharing a question text with it
+  are dropped.
+- ``paraphrase_extra.jsonl.gz`` (MRPC and SemEval STS, research use): MRPC is split three ways
+  (train / ``mrpc_val`` for fitting the decision / ``mrpc_test`` for the reported figure), STS
+  two ways (train / val). STS grades map to labels as: score >= 4 ("mostly equivalent, only
+  unimportant details differ") -> duplicate; score <= 3 ("roughly equivalent but important
+  information differs" and below: another answer is needed) -> not duplicate; 3 < score < 4 is
+  dropped as ambiguous.
+- Rule-made rows (:mod:`training.verifier.families`) from the training split's own questions:
+  hard negatives for each family and wording-only paraphrases; templated EN/ES everyday rows
+  (:mod:`training.verifier.templates`). The same rules applied to the VALIDATION questions give
+  ``val_extra.jsonl``, so the decision is fitted on rule-made rows of text training never saw.
+
+Outputs (under ``--out``): ``train.jsonl`` (shuffled), ``val.jsonl``, ``val_extra.jsonl``,
+``mrpc_test.jsonl`` (each row with a ``kind``), ``prep_stats.json``. Asserts that no
+normalised text of a held-out file occurs in ``train.jsonl``.
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import random
-import re
 from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from training.verifier.common import CACHE, DATA, SEED, Pair, read_pairs, write_pairs
+from training.verifier.common import CACHE, DATA, SEED, Pair, read_pairs
+from training.verifier.families import NEGATIVE_RULES, norm, rephrase
+from training.verifier.templates import template_pairs
 
-
-def norm(text: str) -> str:
-    """Key for the overlap check: case- and whitespace-insensitive."""
-    return " ".join(text.lower().split())
-
-
-# --- rule-made hard negatives ------------------------------------------------------------
-
-_ROLE_PATTERNS = [
-    # "X better than Y" / "X vs Y" / "from X to Y" / "X or Y" / "between X and Y"
-    re.compile(
-        r"\b(?P<x>\w[\w+#.\- ]{0,30}?) (?P<op>better than|worse than|bigger than|"
-        r"smaller than|faster than|slower than|cheaper than|more expensive than|"
-        r"harder than|easier than|vs\.?|versus) (?P<y>\w[\w+#.\- ]{0,30}?)(?P<end>[?.,]|$)",
-        re.IGNORECASE,
-    ),
-    re.compile(
-        r"\bfrom (?P<x>\w[\w+#.\- ]{0,30}?) (?P<op>to) (?P<y>\w[\w+#.\- ]{0,30}?)"
-        r"(?P<end>[?.,]| in | for | with |$)",
-        re.IGNORECASE,
-    ),
-    re.compile(
-        r"\bbetween (?P<x>\w[\w+#.\- ]{0,30}?) (?P<op>and) (?P<y>\w[\w+#.\- ]{0,30}?)"
-        r"(?P<end>[?.,]|$)",
-        re.IGNORECASE,
-    ),
-]
-
-
-def role_swap(q: str) -> str | None:
-    for pat in _ROLE_PATTERNS:
-        m = pat.search(q)
-        if m and norm(m["x"]) != norm(m["y"]):
-            if pat is _ROLE_PATTERNS[2]:
-                # "between X and Y" is symmetric in meaning: swap into the first operand
-                continue
-            x, y = m["x"], m["y"]
-            prefix = q[: m.start()]
-            rep = m.group(0).replace(x, "\0", 1)
-            rep = rep.replace(y, x, 1).replace("\0", y, 1)
-            return prefix + rep + q[m.end() :]
-    return None
-
-
-_NEGATIONS: list[tuple[str, str]] = [
-    (r"\bis\b", "is not"),
-    (r"\bare\b", "are not"),
-    (r"\bcan\b", "can't"),
-    (r"\bshould\b", "shouldn't"),
-    (r"\bdoes\b", "doesn't"),
-    (r"\bdo\b", "don't"),
-    (r"\bwill\b", "won't"),
-    (r"\bwould\b", "wouldn't"),
-    (r"\bwas\b", "wasn't"),
-    (r"\bcould\b", "couldn't"),
-    (r"\bcan't\b", "can"),
-    (r"\bdon't\b", "do"),
-    (r"\bdoesn't\b", "does"),
-    (r"\bisn't\b", "is"),
-    (r"\bshouldn't\b", "should"),
-    (r"\bwon't\b", "will"),
-    (r"\bnot\b ", ""),
-]
-
-
-def negate(q: str) -> str | None:
-    for pat, rep in _NEGATIONS:
-        new, n = re.subn(pat, rep, q, count=1, flags=re.IGNORECASE)
-        if n and norm(new) != norm(q):
-            return new[0].upper() + new[1:] if new and q[:1].isupper() else new
-    return None
-
-
-_TENSES: list[tuple[str, str]] = [
-    (r"\bwill\b", "did"),
-    (r"\bis\b", "was"),
-    (r"\bare\b", "were"),
-    (r"\bwas\b", "is"),
-    (r"\bwere\b", "are"),
-    (r"\bdid\b", "will"),
-    (r"\bdoes\b", "did"),
-    (r"\bdo\b", "did"),
-    (r"\bhas\b", "had"),
-    (r"\bhave\b", "had"),
-]
-
-
-def tense(q: str) -> str | None:
-    for pat, rep in _TENSES:
-        new, n = re.subn(pat, rep, q, count=1, flags=re.IGNORECASE)
-        if n and norm(new) != norm(q):
-            return new[0].upper() + new[1:] if q[:1].isupper() else new
-    return None
-
-
-_ANTONYMS: list[tuple[str, str]] = [
-    ("ascending", "descending"),
-    ("before", "after"),
-    ("minimum", "maximum"),
-    ("min", "max"),
-    ("increase", "decrease"),
-    ("increasing", "decreasing"),
-    ("best", "worst"),
-    ("better", "worse"),
-    ("advantages", "disadvantages"),
-    ("pros", "cons"),
-    ("buy", "sell"),
-    ("buying", "selling"),
-    ("cheapest", "most expensive"),
-    ("gain", "lose"),
-    ("gaining", "losing"),
-    ("start", "stop"),
-    ("first", "last"),
-    ("highest", "lowest"),
-    ("high", "low"),
-    ("largest", "smallest"),
-    ("more", "less"),
-    ("positive", "negative"),
-    ("legal", "illegal"),
-    ("male", "female"),
-    ("men", "women"),
-    ("boy", "girl"),
-    ("import", "export"),
-    ("upload", "download"),
-    ("easy", "hard"),
-    ("love", "hate"),
-    ("good", "bad"),
-    ("rich", "poor"),
-    ("fast", "slow"),
-    ("old", "new"),
-    ("open", "close"),
-    ("north", "south"),
-    ("east", "west"),
-    ("win", "lose"),
-    ("early", "late"),
-    ("inside", "outside"),
-    ("online", "offline"),
-    ("hot", "cold"),
-    ("long", "short"),
-]
-_ANT_MAP: dict[str, str] = {}
-for _x, _y in _ANTONYMS:
-    _ANT_MAP.setdefault(_x, _y)
-    _ANT_MAP.setdefault(_y, _x)
-_ANT_RE = re.compile(
-    r"\b(" + "|".join(sorted(map(re.escape, _ANT_MAP), key=len, reverse=True)) + r")\b",
-    re.IGNORECASE,
-)
-
-
-def antonym(q: str) -> str | None:
-    m = _ANT_RE.search(q)
-    if not m:
-        return None
-    word = m.group(0)
-    rep = _ANT_MAP[word.lower()]
-    if word[:1].isupper():
-        rep = rep[:1].upper() + rep[1:]
-    return q[: m.start()] + rep + q[m.end() :]
-
-
-_QUALIFIERS = [
-    "in India",
-    "in the US",
-    "for beginners",
-    "without a degree",
-    "for free",
-    "in 2017",
-    "for kids",
-    "at home",
-    "in the UK",
-    "for a student",
-    "after 30",
-    "without experience",
-    "on Android",
-    "on an iPhone",
-    "in one month",
-    "for women",
-    "in China",
-    "online",
-]
-
-
-def qualify(q: str, rng: random.Random) -> str | None:
-    qual = rng.choice(_QUALIFIERS)
-    if norm(qual) in norm(q):
-        return None
-    body = q.rstrip()
-    end = ""
-    while body and body[-1] in "?.!":
-        end = body[-1] + end
-        body = body[:-1]
-    if not body:
-        return None
-    return f"{body} {qual}{end or '?'}"
-
-
-RULES: dict[str, Callable[[str, random.Random], str | None]] = {
-    "role_swap": lambda q, _r: role_swap(q),
-    "negation": lambda q, _r: negate(q),
-    "tense": lambda q, _r: tense(q),
-    "antonym": lambda q, _r: antonym(q),
-    "qualifier": qualify,
-}
-
-
-# --- split + augmentation -------------------------------------------------------------------
+Row = tuple[Pair, str]  # (pair, kind)
 
 
 def split(
@@ -247,49 +57,88 @@ def split(
     return train, val, dropped
 
 
-def augment(
-    train: list[Pair],
-    rng: random.Random,
-    reverse_frac: float,
-    identity_frac: float,
-    hardneg_frac: float,
-) -> tuple[list[Pair], Counter[str]]:
-    """Extra rows: reversed pairs, identity pairs and rule-made hard negatives."""
-    n = len(train)
+def read_extra(path: Path) -> tuple[list[Row], list[Row], Counter[str]]:
+    """(MRPC rows, STS rows mapped to labels), and counts of what was kept and dropped."""
+    mrpc: list[Row] = []
+    sts: list[Row] = []
     stats: Counter[str] = Counter()
-    extra: list[Pair] = []
-    for p in rng.sample(train, int(n * reverse_frac)):
-        extra.append(Pair(p.b, p.a, p.duplicate))
-        stats["reversed"] += 1
-    for p in rng.sample(train, int(n * identity_frac)):
-        q = p.a if rng.random() < 0.5 else p.b
-        extra.append(Pair(q, q, True))
-        stats["identity"] += 1
-    want = int(n * hardneg_frac)
-    names = list(RULES)
-    per_rule = want // len(names)
-    order = list(range(n))
-    for name in names:
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        for line in fh:
+            d: dict[str, Any] = json.loads(line)
+            if d["source"] == "mrpc":
+                mrpc.append((Pair(d["a"], d["b"], bool(d["duplicate"])), "mrpc"))
+                continue
+            s = float(d["score"])
+            if 3.0 < s < 4.0:
+                stats["sts_dropped_3_to_4"] += 1
+                continue
+            sts.append((Pair(d["a"], d["b"], s >= 4.0), "sts"))
+            stats["sts_pos" if s >= 4.0 else "sts_neg"] += 1
+    return mrpc, sts, stats
+
+
+def disjoint_parts(rows: list[Row], sizes: list[int], rng: random.Random) -> list[list[Row]]:
+    """Cut shuffled rows into parts of ``sizes`` (the rest last); a later part drops rows
+    sharing a text with an earlier one."""
+    rows = rows[:]
+    rng.shuffle(rows)
+    parts: list[list[Row]] = []
+    taken: set[str] = set()
+    pos = 0
+    for size in [*sizes, len(rows)]:
+        part: list[Row] = []
+        while pos < len(rows) and len(part) < size:
+            p = rows[pos][0]
+            pos += 1
+            if norm(p.a) in taken or norm(p.b) in taken:
+                continue
+            part.append(rows[pos - 1])
+        taken |= {norm(r[0].a) for r in part} | {norm(r[0].b) for r in part}
+        parts.append(part)
+    return parts
+
+
+def family_rows(
+    questions: list[str], rng: random.Random, per_rule: int, positives: int
+) -> tuple[list[Row], Counter[str]]:
+    """Hard negatives (up to ``per_rule`` per family) and ``positives`` rephrasings."""
+    out: list[Row] = []
+    stats: Counter[str] = Counter()
+    order = list(range(len(questions)))
+    for name, rule in NEGATIVE_RULES.items():
         rng.shuffle(order)
-        made = 0
+        cap = per_rule // 3 if name == "tense" else per_rule  # tense often keeps the meaning
         for i in order:
-            if made >= per_rule:
+            if stats[name] >= cap:
                 break
-            p = train[i]
-            # anchor: the original question; the other side: the rewritten paraphrase (when
-            # the pair is a duplicate, so the negative is a paraphrase with a changed meaning)
-            # or the rewritten anchor itself
-            src = p.b if (p.duplicate and rng.random() < 0.5) else p.a
-            new = RULES[name](src, rng)
+            src = questions[i]
+            new = rule(src, rng)
             if new is None or norm(new) == norm(src):
                 continue
-            a, b = (p.a, new) if rng.random() < 0.5 else (new, p.a)
-            extra.append(Pair(a, b, False))
-            made += 1
-        stats[f"hardneg_{name}"] = made
-    out = train + extra
-    rng.shuffle(out)
+            a, b = (src, new) if rng.random() < 0.5 else (new, src)
+            out.append((Pair(a, b, False), name))
+            stats[name] += 1
+    rng.shuffle(order)
+    for i in order:
+        if stats["rephrase"] >= positives:
+            break
+        new = rephrase(questions[i], rng)
+        if new and norm(new) != norm(questions[i]):
+            out.append((Pair(questions[i], new, True), "rephrase"))
+            stats["rephrase"] += 1
     return out, stats
+
+
+def write_rows(path: Path, rows: list[Row]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as fh:
+        for p, kind in rows:
+            fh.write(json.dumps({"a": p.a, "b": p.b, "duplicate": p.duplicate, "kind": kind}))
+            fh.write("\n")
+
+
+def texts_of(rows: list[Row]) -> set[str]:
+    return {norm(p.a) for p, _ in rows} | {norm(p.b) for p, _ in rows}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -297,56 +146,80 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     ap.add_argument("--input", type=Path, default=DATA / "qqp_train.jsonl.gz")
+    ap.add_argument("--extra", type=Path, default=DATA / "paraphrase_extra.jsonl.gz")
     ap.add_argument("--out", type=Path, default=CACHE)
     ap.add_argument("--val-rows", type=int, default=6000)
-    ap.add_argument("--reverse-frac", type=float, default=0.05)
-    ap.add_argument("--identity-frac", type=float, default=0.01)
-    ap.add_argument("--hardneg-frac", type=float, default=0.08)
+    ap.add_argument("--mrpc-test", type=int, default=1200)
+    ap.add_argument("--mrpc-val", type=int, default=600)
+    ap.add_argument("--sts-val", type=int, default=1200)
+    ap.add_argument("--per-rule", type=int, default=1100)
+    ap.add_argument("--positives", type=int, default=4000)
+    ap.add_argument("--templates", type=int, default=4000)
     ap.add_argument("--seed", type=int, default=SEED)
-    ap.add_argument("--examples", type=int, default=2, help="print N examples per rule")
     args = ap.parse_args(argv)
     rng = random.Random(args.seed)
     rows = read_pairs(args.input)
-    print(f"[prep] read {len(rows)} rows from {args.input}", flush=True)
     train, val, dropped = split(rows, args.val_rows, rng)
-    print(
-        f"[prep] val {len(val)} rows, train {len(train)} rows "
-        f"({dropped} dropped for sharing a question with val)",
-        flush=True,
-    )
-    aug, stats = augment(train, rng, args.reverse_frac, args.identity_frac, args.hardneg_frac)
-    n_extra = len(aug) - len(train)
-    print(
-        f"[prep] augmented: +{n_extra} rows ({100 * n_extra / len(aug):.1f}% of "
-        f"{len(aug)}): {dict(stats)}",
-        flush=True,
-    )
-    if args.examples:
-        ex_rng = random.Random(args.seed)
-        for name, rule in RULES.items():
-            shown = 0
-            for p in train[:2000]:
-                new = rule(p.a, ex_rng)
-                if new:
-                    print(f"  {name}: {p.a!r} -> {new!r}")
-                    shown += 1
-                    if shown >= args.examples:
-                        break
-    write_pairs(args.out / "train.jsonl", aug)
-    write_pairs(args.out / "val.jsonl", val)
+    print(f"[prep] qqp: val {len(val)}, train {len(train)} ({dropped} dropped)", flush=True)
+    mrpc, sts, stats = read_extra(args.extra)
+    mrpc_test, mrpc_val, mrpc_train = disjoint_parts(mrpc, [args.mrpc_test, args.mrpc_val], rng)
+    sts_val, sts_train = disjoint_parts(sts, [args.sts_val], rng)
+    held_texts = texts_of([(p, "qqp") for p in val]) | texts_of(mrpc_test) | texts_of(mrpc_val)
+    held_texts |= texts_of(sts_val)
+    # drop extra-training rows that share a text with any held-out row
+    mrpc_train = [r for r in mrpc_train if not texts_of([r]) & held_texts]
+    sts_train = [r for r in sts_train if not texts_of([r]) & held_texts]
+
+    train_q = list(dict.fromkeys([p.a for p in train] + [p.b for p in train]))
+    fam_train, fam_stats = family_rows(train_q, rng, args.per_rule, args.positives)
+    val_q = list(dict.fromkeys([p.a for p in val] + [p.b for p in val]))
+    fam_val, fam_val_stats = family_rows(val_q, random.Random(args.seed + 1), 150, 600)
+    tpl = template_pairs(random.Random(args.seed + 2), args.templates)
+
+    reversed_rows = [(Pair(p.b, p.a, p.duplicate), "qqp_reversed") for p in rng.sample(train, 2500)]
+    identity = [(Pair(q, q, True), "identity") for q in rng.sample(train_q, 500)]
+    mix: list[Row] = [(p, "qqp") for p in train] + reversed_rows + identity
+    mix += mrpc_train + sts_train + fam_train + tpl
+    # rows made from a training question can never contain held-out text, but check anyway
+    mix = [r for r in mix if not texts_of([r]) & held_texts]
+    rng.shuffle(mix)
+    train_texts = texts_of(mix)
+    # a rewritten validation question can happen to equal a training text: drop those rows
+    fam_val = [r for r in fam_val if not texts_of([r]) & train_texts]
+    val_extra = mrpc_val + sts_val + fam_val
+    assert not train_texts & held_texts, "training shares text with a held-out split"
+    assert not train_texts & texts_of(val_extra), "training shares text with val_extra"
+
+    write_rows(args.out / "train.jsonl", mix)
+    write_rows(args.out / "val.jsonl", [(p, "qqp") for p in val])
+    write_rows(args.out / "val_extra.jsonl", val_extra)
+    write_rows(args.out / "mrpc_test.jsonl", mrpc_test)
+    kinds = Counter(k for _, k in mix)
     summary = {
         "input_rows": len(rows),
         "val_rows": len(val),
         "val_duplicates": sum(p.duplicate for p in val),
-        "train_rows": len(train),
-        "train_dropped_overlap": dropped,
-        "train_augmented_rows": len(aug),
-        "augmentation": dict(stats),
-        "augmentation_share": n_extra / len(aug),
+        "qqp_train_rows": len(train),
+        "qqp_train_dropped_overlap": dropped,
+        "train_rows": len(mix),
+        "train_kinds": dict(kinds),
+        "extra": dict(stats),
+        "mrpc": {"train": len(mrpc_train), "val": len(mrpc_val), "test": len(mrpc_test)},
+        "sts": {"train": len(sts_train), "val": len(sts_val)},
+        "families_train": dict(fam_stats),
+        "families_val": dict(fam_val_stats),
+        "val_extra_rows": len(val_extra),
+        "sts_mapping": "score >= 4 -> duplicate, score <= 3 -> not, 3 < score < 4 dropped",
+        "text_overlap_train_heldout": 0,
         "seed": args.seed,
     }
     (args.out / "prep_stats.json").write_text(json.dumps(summary, indent=2))
-    print(f"[prep] wrote {args.out}/train.jsonl, val.jsonl, prep_stats.json", flush=True)
+    print(json.dumps(summary, indent=1), flush=True)
+    ex = random.Random(7)
+    for name in [*NEGATIVE_RULES, "rephrase"]:
+        sample = [r for r in fam_train if r[1] == name]
+        for p, _ in ex.sample(sample, min(2, len(sample))):
+            print(f"  {name}: {p.a!r} | {p.b!r}")
     return 0
 
 

@@ -31,76 +31,86 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     cal = json.loads((args.runs / "calibration_report.json").read_text())
     ev = json.loads((args.runs / "eval_report.json").read_text())
-    ex = json.loads((args.runs / "export" / "export_report.json").read_text())
-    curve_cols = [
-        ("tau", "τ"),
-        ("precision", "labelled precision"),
-        ("hit_rate", "dup hit rate"),
-        ("labelled", "labelled hits"),
-        ("unjudged", "unjudged hits"),
-    ]
-    cos_cols = [("tau", "θ (cosine)"), *curve_cols[1:]]
-    print("## Options compared on validation (sum of hit rates at 0.85-0.95 targets)\n")
+    print("## Candidates and decision compared on validation\n")
     print(
         table(
             [
-                {"floor": o["floor"], "decision": o["decision"], "area": o["area"]}
+                {
+                    "k": o["k"],
+                    "floor": o["floor"],
+                    "decision": o["decision"],
+                    "area": o["area"],
+                    "calls": o["calls"],
+                }
                 for o in cal["options"]
             ],
-            [("floor", "cosine floor"), ("decision", "decision"), ("area", "score")],
+            [
+                ("k", "k"),
+                ("floor", "cosine floor"),
+                ("decision", "decision"),
+                ("area", "sum of hit rates (0.85-0.95)"),
+                ("calls", "verifier calls / lookup"),
+            ],
+        )
+    )
+    print("\n## Vetoes (flagged labelled candidates on both validation sets)\n")
+    print(
+        table(
+            cal["veto_check"],
+            [
+                ("kind", "kind"),
+                ("flagged", "flagged"),
+                ("right", "right"),
+                ("right_rate", "right rate"),
+            ],
         )
     )
     print("\n## Calibration table (validation)\n")
     print(
         table(
-            cal["chosen"]["table"],
+            [{**r, "interval": str(r.get("interval"))} for r in cal["chosen"]["table"]],
             [
                 ("precision", "target"),
                 ("tau", "τ"),
                 ("hit_rate", "val hit rate"),
                 ("measured_precision", "val precision"),
-            ],
-        )
-    )
-    print("\n## Skip-verification check (validation, top-1 cosine hits)\n")
-    print(
-        table(
-            cal["skip_check"],
-            [
-                ("cosine", "cosine ≥"),
+                ("interval", "95% interval"),
                 ("labelled", "labelled"),
-                ("right", "right"),
-                ("unjudged", "unjudged"),
-                ("precision", "precision"),
             ],
         )
     )
-    for name, rep in (("validation", cal), ("dev", ev)):
-        print(f"\n## Chosen decision score (with skip), {name}\n")
-        print(table(rep["verifier_curve"], curve_cols))
-        if "verifier_only_curve" in rep:
-            print(f"\n## Verifier probability alone (no skip), {name}\n")
-            print(table(rep["verifier_only_curve"], curve_cols))
-        print(f"\n## Cosine-only curve, {name}\n")
-        print(table(rep["cosine_curve"], cos_cols))
-        print(f"\nPairwise ({name}): {json.dumps(rep['pairwise'])}")
-    print("\n## Dev: target -> measured\n")
-    print(
-        table(
-            ev["per_target"],
-            [
-                ("target", "target"),
-                ("tau", "τ"),
-                ("precision", "dev labelled precision"),
-                ("hit_rate", "dev dup hit rate"),
-                ("labelled", "labelled"),
-                ("unjudged", "unjudged"),
-                ("val_hit_rate", "val hit rate"),
-            ],
-        )
-    )
-    print("\n## Export\n")
-    print("```json\n" + json.dumps(ex, indent=2) + "\n```")
+    for system in ("new", "old"):
+        for name in ("dev", "val"):
+            part = ev.get(system, {}).get(name)
+            if not part:
+                continue
+            print(f"\n## {system}: {name}, per target (cache mode)\n")
+            print(
+                table(
+                    [{**p, "interval": str(p.get("interval"))} for p in part["per_target"]],
+                    [
+                        ("target", "target"),
+                        ("tau", "τ"),
+                        ("precision", "labelled precision"),
+                        ("interval", "95% interval"),
+                        ("hit_rate", "dup hit rate"),
+                        ("labelled", "labelled"),
+                        ("unjudged", "unjudged"),
+                    ],
+                )
+            )
+        for name in ("mrpc", "gen"):
+            part = ev.get(system, {}).get(name)
+            if not part:
+                continue
+            print(f"\n## {system}: {name} (pairwise) at the default target\n")
+            print(f"default: {json.dumps(part['default'])}\n")
+            print(
+                table(
+                    [{"kind": k, **v} for k, v in part["by_kind"].items()],
+                    [("kind", "kind"), ("rows", "rows"), ("served", "served")],
+                )
+            )
     return 0
 
 

@@ -22,12 +22,12 @@ from training.verifier.common import CACHE, MAX_TOKENS, RUNS, SEED, Progress, re
 from training.verifier.model import base_model_dir, build
 
 
-def make_tokenizer(path: Path | None = None) -> Tokenizer:
+def make_tokenizer(path: Path | None = None, max_tokens: int = MAX_TOKENS) -> Tokenizer:
     """The MiniLM WordPiece tokenizer with truncation at 64 and no padding (the shipped
     tokenizer.json pads to 128 by default)."""
     tok = Tokenizer.from_file(str(path or base_model_dir() / "tokenizer.json"))
     tok.no_padding()
-    tok.enable_truncation(MAX_TOKENS)
+    tok.enable_truncation(max_tokens)
     return tok
 
 
@@ -84,6 +84,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--head", choices=("pooler", "cls"), default="pooler")
     ap.add_argument("--seed", type=int, default=SEED)
+    ap.add_argument("--max-tokens", type=int, default=MAX_TOKENS)
+    ap.add_argument(
+        "--freeze-layers",
+        type=int,
+        default=-1,
+        help="freeze the embeddings and the first N encoder layers (-1: train everything); "
+        "on a shared 2-core machine this roughly halves the cost of a step",
+    )
     args = ap.parse_args(argv)
 
     torch.set_num_threads(args.threads)
@@ -94,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     pairs = read_pairs(args.train)
     if args.limit:
         pairs = pairs[: args.limit]
-    tok = make_tokenizer()
+    tok = make_tokenizer(max_tokens=args.max_tokens)
     t0 = time.monotonic()
     enc = encode(tok, [(p.a, p.b) for p in pairs])
     labels = [1.0 if p.duplicate else 0.0 for p in pairs]
@@ -110,8 +118,14 @@ def main(argv: list[str] | None = None) -> int:
 
     model = build(pretrained=True, head=args.head)
     model.train()
-    decay = [p for n, p in model.named_parameters() if p.ndim >= 2]
-    no_decay = [p for n, p in model.named_parameters() if p.ndim < 2]
+    if args.freeze_layers >= 0:
+        frozen = [model.bert.embeddings, *model.bert.encoder.layer[: args.freeze_layers]]
+        for module in frozen:
+            for prm in module.parameters():
+                prm.requires_grad_(False)
+    trainable = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    decay = [p for n, p in trainable if p.ndim >= 2]
+    no_decay = [p for n, p in trainable if p.ndim < 2]
     opt = torch.optim.AdamW(
         [
             {"params": decay, "weight_decay": args.weight_decay},
@@ -120,16 +134,22 @@ def main(argv: list[str] | None = None) -> int:
         lr=args.lr,
     )
 
+    budget = args.time_budget_min * 60
+
     def lr_at(step: int) -> float:
+        # Linear decay over whichever runs out first, the steps or the time budget, so a run
+        # cut by the budget still ends at a low learning rate instead of mid-schedule.
         if step < warm:
             return (step + 1) / warm
-        return max(0.0, (steps - step) / max(1, steps - warm))
+        frac = (step - warm) / max(1, steps - warm)
+        if budget:
+            frac = max(frac, (time.monotonic() - start) / budget)
+        return max(0.02, 1.0 - frac)
 
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_at)
     loss_fn = torch.nn.BCEWithLogitsLoss()
     prog = Progress("train", steps, every=30.0)
     run_loss, n_seen, partial = 0.0, 0, False
-    budget = args.time_budget_min * 60
     start = time.monotonic()
     meta = {
         "steps": steps,
@@ -139,8 +159,9 @@ def main(argv: list[str] | None = None) -> int:
         "warmup_steps": warm,
         "weight_decay": args.weight_decay,
         "seed": args.seed,
-        "max_tokens": MAX_TOKENS,
+        "max_tokens": args.max_tokens,
         "head_input": args.head,
+        "freeze_layers": args.freeze_layers,
         "head": "dropout 0.1 + linear on "
         + ("BERT pooler output (tanh dense on [CLS])" if args.head == "pooler" else "[CLS]"),
     }
@@ -156,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
         loss = loss_fn(logits, y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        torch.nn.utils.clip_grad_norm_([p for _, p in trainable], 1.0)
         opt.step()
         sched.step()
         run_loss = 0.98 * run_loss + 0.02 * loss.item() if step else loss.item()
@@ -169,6 +190,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         if step + 1 == steps // 2:
             save("mid.pt", step + 1)
+        if step + 1 == steps // 4 or step + 1 == (3 * steps) // 4:
+            save("ckpt.pt", step + 1)
         if budget and el > budget and step + 1 < steps:
             print(f"[train] time budget reached at step {step + 1}/{steps}", flush=True)
             partial = True

@@ -1,0 +1,115 @@
+"""Symbols, digits and units are words; number/unit/ordinal/entity/antonym/order mismatches
+are signals (deja.semantic.mismatch)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from deja.semantic.cutoffs import parse_table
+from deja.semantic.mismatch import HARD_KINDS, compare, kinds_mask, tokens
+from deja.semantic.verifier import same_words
+
+
+def test_tokens_keep_symbols_digits_and_signs() -> None:
+    assert tokens("Learning C++ vs C#?") == ["learning", "c++", "vs", "c#"]
+    assert tokens("Is -5 < 15%?") == ["is", "-5", "<", "15", "%"]
+    assert tokens("¿Qué es v2?") == ["qué", "es", "v2"]
+    assert tokens("x − 3") == tokens("x - 3")  # a Unicode minus is a minus
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("Which book teaches C?", "Which book teaches C++?"),
+        ("Which book teaches C#?", "Which book teaches C++?"),
+        ("What is 5 squared?", "What is -5 squared?"),
+        ("Is 15% a good rate?", "Is 15 a good rate?"),
+        ("What changed in v2?", "What changed in v3?"),
+        ("when is a != b", "when is a == b"),
+        ("What does x ^ 2 mean?", "What does x * 2 mean?"),
+        ("How do I find my @ handle?", "How do I find my handle?"),
+    ],
+)
+def test_same_words_keeps_symbols_apart(a: str, b: str) -> None:
+    assert not same_words(a, b)
+
+
+def test_same_words_still_ignores_case_and_sentence_punctuation() -> None:
+    assert same_words("How do I reset my password?", "how do i reset  my password")
+    assert same_words("¿Qué hora es?", "qué hora es")
+    assert same_words("Is C++ hard?", "is c++ hard")
+    assert not same_words("qué hora es", "que hora es")  # accents are letters
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "kind"),
+    [
+        ("Which book teaches C?", "Which book teaches C++?", "symbol"),
+        ("Is 15% of 80 a lot?", "Is 15 of 80 a lot?", "symbol"),
+        ("How do I bake bread for 6 people?", "How do I bake bread for 16 people?", "number"),
+        ("Temperature of -5 degrees", "Temperature of 5 degrees", "number"),
+        ("What is new in Android 13?", "What is new in Android 14?", "number"),
+        ("How far is 3 km on foot?", "How far is 3 miles on foot?", "unit"),
+        ("¿Cuánto son 10 litros?", "¿Cuánto son 10 galones?", "unit"),
+        ("Who won the third race?", "Who won the fifth race?", "ordinal"),
+        ("¿Quién ganó la primera carrera?", "¿Quién ganó la segunda carrera?", "ordinal"),
+        ("Best museums in Vienna?", "Best museums in Prague?", "entity"),
+        ("How do I increase my score?", "How do I decrease my score?", "antonym"),
+        ("¿Cómo activo el bluetooth?", "¿Cómo desactivo el bluetooth?", "antonym"),
+        ("Trains from Porto to Faro?", "Trains from Faro to Porto?", "reordered"),
+    ],
+)
+def test_hard_mismatch_kinds(a: str, b: str, kind: str) -> None:
+    assert kind in compare(a, b).hard
+    assert kind in compare(b, a).hard  # symmetric
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("How do I lose 5 kg?", "How can I lose five kilos?"),
+        ("What is the difference between tea and coffee?", "Difference between coffee and tea?"),
+        ("Where is paris?", "Where is Paris?"),
+        ("How do I learn Python fast?", "What is the quickest way to learn Python?"),
+        ("¿Dónde está la estación?", "¿Dónde queda la estación?"),
+    ],
+)
+def test_paraphrases_have_no_hard_mismatch(a: str, b: str) -> None:
+    assert compare(a, b).hard == ()
+
+
+def test_soft_signals() -> None:
+    assert compare("Why can I log in?", "Why can't I log in?").negation
+    assert compare("How do I get a visa?", "How do I get a visa for Kenya?").extra_entity
+    assert compare("How do I get a visa?", "How do I get a visa?").features() == (0.0, 0.0)
+
+
+def test_table_vetoes_a_hard_mismatch_and_weighs_soft_signals() -> None:
+    doc = {
+        "k": 2,
+        "cosine_floor": 0.6,
+        "decision": "combined",
+        "combined": {"w_logit": 1.0, "w_cosine": 0.0, "bias": 0.0, "w_negation": -2.0},
+        "vetoes": ["symbol", "number"],
+        "table": [{"precision": 0.9, "tau": 0.5, "hit_rate": 0.3, "interval": [0.88, 0.93]}],
+    }
+    table = parse_table(doc, Path("t.json"))
+    assert table.rows[0].interval == (0.88, 0.93)
+    symbol = compare("Which book teaches C?", "Which book teaches C++?")
+    assert table.score(5.0, 0.99, symbol) == 0.0
+    plain = compare("How do I learn Go?", "How can I learn Go?")
+    assert table.score(0.0, 0.99, plain) == pytest.approx(0.5)
+    negated = compare("Why can I log in?", "Why can't I log in?")
+    assert table.score(0.0, 0.99, negated) < 0.5
+    assert table.score(5.0, 0.99, None) > 0.99  # no signals given: the model decides
+
+
+def test_unknown_veto_is_refused() -> None:
+    from deja.errors import VerifierError
+
+    doc = {"k": 1, "cosine_floor": 0.5, "vetoes": ["colour"], "table": [{"precision": 0.9}]}
+    with pytest.raises(VerifierError, match="vetoes"):
+        parse_table(doc, Path("t.json"))
+    assert kinds_mask(HARD_KINDS) == (1 << len(HARD_KINDS)) - 1
