@@ -268,18 +268,15 @@ class Embeddings:
         self.metrics.request(ENDPOINT, outcome.value, req.tenant, seconds, str(status), reason)
         if self.access_log is None:
             return
-        line: dict[str, Any] = {
-            "ts": round(time.time(), 3),
-            "request_id": req.request_id,
-            "tenant": req.tenant,
-            "route": ENDPOINT,
-            "model": req.model,
-            "outcome": outcome.value,
-            "entry": key,
-            "replica": replica,
-            "status": status,
-            "latency_ms": round(seconds * 1000, 3),
-        }
-        if reason:
-            line["reason"] = reason
-        self.access_log.write(line)
+        self.access_log.request(
+            request_id=req.request_id,
+            tenant=req.tenant,
+            route=ENDPOINT,
+            outcome=outcome.value,
+            status=status,
+            seconds=seconds,
+            reason=reason,
+            model=req.model,
+            entry=key,
+            replica=replica,
+        )

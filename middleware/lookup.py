@@ -110,7 +110,8 @@ class LookupStep:
             with self.tracing.span("deja.semantic"):
                 lookup = await self.semantic_step.lookup(req, lookup)
         if lookup.answer is None and self.space is not None and self.space.low:
-            return dataclasses.replace(lookup, entry_id=None, query=None)  # disk full: no store
+            # disk full: served, not stored (no entry id, no vector, not a flight to share)
+            return dataclasses.replace(lookup, entry_id=None, query=None, storable=False)
         return lookup
 
     def bypass(self, req: GatewayRequest) -> str | None:

@@ -102,22 +102,19 @@ class RecordStep:
             set_attributes(span, attributes(req, lookup, status, replica, entry, usage))
         access_log = self.obs.access_log
         if access_log is not None:
-            line: dict[str, Any] = {
-                "ts": round(time.time(), 3),
-                "request_id": req.request_id,
-                "tenant": req.tenant,
-                "route": req.endpoint,
-                "model": req.model,
-                "outcome": outcome,
-                "similarity": lookup.similarity,
-                "entry": entry,
-                "replica": replica,
-                "status": status,
-                "latency_ms": round(seconds * 1000, 3),
-            }
-            if reason:
-                line["reason"] = reason
-            access_log.write(line)
+            access_log.request(
+                request_id=req.request_id,
+                tenant=req.tenant,
+                route=req.endpoint,
+                outcome=outcome,
+                status=status,
+                seconds=seconds,
+                reason=reason,
+                model=req.model,
+                similarity=lookup.similarity,
+                entry=entry,
+                replica=replica,
+            )
 
     def stream_started(
         self, span: Span | None, req: GatewayRequest, lookup: Lookup, replica: str | None
@@ -141,15 +138,12 @@ class RecordStep:
         status, reason = failure_of(error)
         self.metrics.request(route, "rejected", tenant, seconds, str(status), reason)
         if self.obs.access_log is not None:
-            self.obs.access_log.write(
-                {
-                    "ts": round(time.time(), 3),
-                    "request_id": request_id,
-                    "tenant": tenant,
-                    "route": route,
-                    "outcome": "rejected",
-                    "status": status,
-                    "reason": reason,
-                    "latency_ms": round(seconds * 1000, 3),
-                }
+            self.obs.access_log.request(
+                request_id=request_id,
+                tenant=tenant,
+                route=route,
+                outcome="rejected",
+                status=status,
+                seconds=seconds,
+                reason=reason,
             )

@@ -127,7 +127,10 @@ def _choose(
     "shipped table's k).",
 )
 @click.option(
-    "--floor", type=click.FloatRange(0, 1), default=0.70, show_default=True, help="Cosine floor."
+    "--floor",
+    type=click.FloatRange(0, 1),
+    default=None,
+    help="Cosine floor of the candidates (default: the shipped table's, as the gateway uses).",
 )
 @click.option(
     "--decision",
@@ -161,7 +164,7 @@ def calibrate_command(
     pairs_file: Path,
     output: Path,
     k: int | None,
-    floor: float,
+    floor: float | None,
     decision: str,
     min_labelled: int,
     verifier_dir: Path,
@@ -174,7 +177,9 @@ def calibrate_command(
     try:
         rows = read_pairs(pairs_file)
         settings = load_settings(None)
-        k = k or settings.semantic_top_k or load_table(SHIPPED_DIR / CALIBRATION_FILE).k
+        shipped = load_table(SHIPPED_DIR / CALIBRATION_FILE)
+        k = k or settings.semantic_top_k or shipped.k
+        floor = shipped.cosine_floor if floor is None else floor
         check_sums(verifier_dir)
         encoder = CrossEncoder.load(verifier_dir, max_tokens=64)
         embedder = load_onnx_embedder(settings.model_dir or settings.data_dir / "models")

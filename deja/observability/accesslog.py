@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sys
+import time
 from typing import Any, BinaryIO
 
 import orjson
@@ -30,6 +31,34 @@ class AccessLog:
         self._pending.append(orjson.dumps(line, option=orjson.OPT_APPEND_NEWLINE))
         if len(self._pending) >= MAX_PENDING:
             self.flush()
+
+    def request(
+        self,
+        *,
+        request_id: str,
+        tenant: str,
+        route: str,
+        outcome: str,
+        status: int,
+        seconds: float,
+        reason: str = "",
+        **fields: Any,
+    ) -> None:
+        """One request's line: the fields every route writes, then its own (model, entry,
+        replica, similarity …), then ``reason`` when there is one."""
+        line: dict[str, Any] = {
+            "ts": round(time.time(), 3),
+            "request_id": request_id,
+            "tenant": tenant,
+            "route": route,
+            **fields,
+            "outcome": outcome,
+            "status": status,
+            "latency_ms": round(seconds * 1000, 3),
+        }
+        if reason:
+            line["reason"] = reason
+        self.write(line)
 
     def flush(self) -> None:
         if not self._pending:

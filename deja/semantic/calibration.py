@@ -160,6 +160,16 @@ class CacheRun:
         return int(self.cand.shape[0])
 
 
+def _label(row: PairRow, text: str, own: bool) -> tuple[int, bool]:
+    """A candidate's kind and whether serving it is right: the query's own text (right), the
+    row's own ``a`` (right iff a duplicate), or another row's question (unjudged)."""
+    if text == row.b:
+        return IDENTICAL, True
+    if own:
+        return OWN, row.duplicate
+    return UNJUDGED, False
+
+
 def cache_run(
     rows: Sequence[PairRow],
     embed: Callable[[list[str]], Array],
@@ -200,32 +210,15 @@ def cache_run(
                 text = index_texts[c]
                 same[i, slot] = same_words(row.b, text)
                 signals = compare(row.b, text)
-                hard[i, slot] = signals.mask
-                feats[i, slot] = signals.features()
-                if text == row.b:
-                    kind[i, slot], right[i, slot] = IDENTICAL, True
-                elif c == pos[row.a]:
-                    kind[i, slot], right[i, slot] = OWN, row.duplicate
+                hard[i, slot], feats[i, slot] = signals.mask, signals.features()
+                kind[i, slot], right[i, slot] = _label(row, text, c == pos[row.a])
             if scorer is not None and keep:
                 lg[i, : len(keep)] = scorer(row.b, [index_texts[c] for c in keep])
                 scored += len(keep)
             if progress is not None:
                 progress(i + 1, n)
-    return CacheRun(
-        index_texts,
-        cand,
-        cos,
-        lg,
-        kind,
-        right,
-        dup,
-        k,
-        floor,
-        scored,
-        same=same,
-        hard=hard,
-        feats=feats,
-    )
+    arrays = (cand, cos, lg, kind, right, dup)
+    return CacheRun(index_texts, *arrays, k, floor, scored, same=same, hard=hard, feats=feats)
 
 
 @dataclass(frozen=True)

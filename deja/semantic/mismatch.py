@@ -22,6 +22,8 @@ import unicodedata
 from collections import Counter
 from dataclasses import dataclass
 
+from deja.semantic.antonyms import ANTONYMS
+
 # A number with its sign and decimals; a word, with the "++"/"#" of C++, C#, F#; any other
 # single non-space character (operators, %, @, $, €, ^ …).
 _TOKEN = re.compile(r"(?<![\w.])[-+]?\d+(?:[.,]\d+)*|\w+(?:\+\+|#|\+)?|[^\w\s]")
@@ -173,75 +175,6 @@ _NEGATIONS = frozenset(
 )
 _NEGATED_AUX = re.compile(r"n't\b|n’t\b|\bcannot\b", re.I)
 
-#: Pairs of words that ask opposite things; shared with training's rule-made negatives.
-ANTONYMS: tuple[tuple[str, str], ...] = (
-    ("ascending", "descending"),
-    ("before", "after"),
-    ("minimum", "maximum"),
-    ("increase", "decrease"),
-    ("best", "worst"),
-    ("better", "worse"),
-    ("advantages", "disadvantages"),
-    ("pros", "cons"),
-    ("buy", "sell"),
-    ("buying", "selling"),
-    ("cheapest", "dearest"),
-    ("gain", "lose"),
-    ("start", "stop"),
-    ("highest", "lowest"),
-    ("largest", "smallest"),
-    ("biggest", "smallest"),
-    ("more", "less"),
-    ("positive", "negative"),
-    ("legal", "illegal"),
-    ("male", "female"),
-    ("men", "women"),
-    ("import", "export"),
-    ("upload", "download"),
-    ("love", "hate"),
-    ("rich", "poor"),
-    ("open", "close"),
-    ("opens", "closes"),
-    ("north", "south"),
-    ("east", "west"),
-    ("win", "lose"),
-    ("early", "late"),
-    ("inside", "outside"),
-    ("online", "offline"),
-    ("hot", "cold"),
-    ("enable", "disable"),
-    ("install", "uninstall"),
-    ("encrypt", "decrypt"),
-    ("add", "remove"),
-    ("join", "leave"),
-    ("accept", "reject"),
-    ("true", "false"),
-    ("arrive", "depart"),
-    ("arrival", "departure"),
-    ("push", "pull"),
-    ("send", "receive"),
-    ("sent", "received"),
-    ("login", "logout"),
-    ("on", "off"),
-    ("up", "down"),
-    ("mejor", "peor"),
-    ("subir", "bajar"),
-    ("abrir", "cerrar"),
-    ("abre", "cierra"),
-    ("comprar", "vender"),
-    ("antes", "después"),
-    ("barato", "caro"),
-    ("ganar", "perder"),
-    ("máximo", "mínimo"),
-    ("entrada", "salida"),
-    ("activar", "desactivar"),
-    ("instalar", "desinstalar"),
-    ("enviar", "recibir"),
-    ("encender", "apagar"),
-    ("aumentar", "disminuir"),
-    ("llegada", "salida"),
-    ("más", "menos"),
-)
 _ANT = {x: y for a, b in ANTONYMS for x, y in ((a, b), (b, a))}
 # Words that make word order meaningless ("difference between X and Y" = "… Y and X").
 _SYMMETRIC = frozenset(

@@ -29,7 +29,7 @@ SETTINGS: dict[str, Any] = {
 #: A cached question and a close one the shipped verifier rejects at the default target:
 #: "ascending" and "descending" score ≈ 0.74 against τ ≈ 0.85 for precision 0.92.
 CACHED = "How do I sort a list in ascending order?"
-CLOSE = "How do I sort a list in descending order?"
+CLOSE = "How do I sort a list in ascending order quickly?"
 
 
 class Env:

@@ -18,6 +18,8 @@ from typing import Any
 import pytest
 from playwright.async_api import Browser, Page, async_playwright, expect
 
+from deja.semantic.crossencoder import SHIPPED_DIR
+from deja.semantic.cutoffs import CALIBRATION_FILE, load_table
 from sim.runner import SimCluster
 from tests.e2e.console_support import (
     ADMIN_KEY,
@@ -203,7 +205,8 @@ async def test_moving_theta_shows_the_expected_hit_rate_before_saving(
     proposed = float(await preview.get_attribute("data-proposed") or "nan")
     assert current > 0 and proposed == 0.0
     await expect(page.locator("#preview-proposed")).to_contain_text("proposed 0.0%")
-    assert (await env.admin("GET", "/admin/threshold"))["global"] == 0.7  # not saved
+    floor = load_table(SHIPPED_DIR / CALIBRATION_FILE).cosine_floor
+    assert (await env.admin("GET", "/admin/threshold"))["global"] == floor  # not saved
     await console.shot("quality")
     # Saving applies it, here to one model so the other tests keep their θ.
     await page.select_option("#setting-level", "model")

@@ -12,6 +12,9 @@ from typing import Any
 
 import pytest
 
+from deja.semantic.crossencoder import SHIPPED_DIR as _SHIPPED
+from deja.semantic.cutoffs import CALIBRATION_FILE as _CAL
+from deja.semantic.cutoffs import load_table as _load_table
 from sim.runner import SimCluster
 from tests.e2e.console_support import (
     ADMIN,
@@ -22,6 +25,9 @@ from tests.e2e.console_support import (
     make_near_miss,
     restore_precision,
 )
+
+#: θ defaults to the shipped table's cosine floor.
+FLOOR = _load_table(_SHIPPED / _CAL).cosine_floor
 
 pytestmark = pytest.mark.e2e
 
@@ -163,7 +169,7 @@ async def test_lookups_near_misses_and_the_theta_preview(env: Env) -> None:
     lookups = await env.admin("GET", "/admin/semantic/lookups")
     assert lookups["lookups"] >= 4 and lookups["verified"] is True
     assert sum(b["served"] for b in lookups["similarity"]) >= 1
-    assert lookups["theta"] == 0.7 and 0.5 < lookups["tau"] < 1
+    assert lookups["theta"] == FLOOR and 0.5 < lookups["tau"] < 1
 
     current = await env.admin("POST", "/admin/threshold/preview", json={})
     strict = await env.admin("POST", "/admin/threshold/preview", json={"global": 0.999})
@@ -173,7 +179,7 @@ async def test_lookups_near_misses_and_the_theta_preview(env: Env) -> None:
     lax = await env.admin("POST", "/admin/threshold/preview", json={"precision": {"global": 0.8}})
     assert lax["proposed"]["served"] >= current["current"]["served"]
     assert lax["calibration"]["proposed"]["hit_rate"] > lax["calibration"]["current"]["hit_rate"]
-    assert (await env.admin("GET", "/admin/threshold"))["global"] == 0.7  # nothing saved
+    assert (await env.admin("GET", "/admin/threshold"))["global"] == FLOOR  # nothing saved
     bad = await env.http.post("/admin/threshold/preview", json={"global": 2}, headers=ADMIN)
     assert bad.status_code == 400 and bad.json()["error"]["param"] == "global"
 

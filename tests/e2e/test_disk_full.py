@@ -162,7 +162,7 @@ async def test_a_disk_that_fills_pauses_storing_and_resumes(
         low_at = None
         for i in range(400):
             reply = await http.post(url, json=chat(f"question {i}? {padding}"))
-            assert reply.status_code == 200, reply.text
+            assert reply.status_code == 200, reply.text + served.output()[-4000:]
             if "x-deja-entry" not in reply.headers:
                 low_at = i
                 break
@@ -170,7 +170,7 @@ async def test_a_disk_that_fills_pauses_storing_and_resumes(
         ballast(disk / "ballast2", 100 * 1024)  # the disk is now all but full
         for i in range(60):
             reply = await http.post(url, json=chat(f"full disk question {i}? {padding}"))
-            assert reply.status_code == 200, reply.text
+            assert reply.status_code == 200, reply.text + served.output()[-4000:]
             assert reply.headers["x-deja-cache"] == "miss"
             assert "x-deja-entry" not in reply.headers  # not stored: no entry to name
         assert served.proc.poll() is None, f"gateway died: exit {served.proc.returncode}"

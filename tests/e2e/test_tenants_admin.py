@@ -207,11 +207,15 @@ async def test_threshold_tuning_changes_semantic_hits(env: Env) -> None:
     assert put.json()["tenants"] == {"alpha": 0.999}
     assert (await env.ask("alpha", paraphrase)).headers["x-deja-cache"] == "miss"
     await env.admin("PUT", "/threshold", json={"tenants": {"alpha": None}})
-    # The precision target per tenant, the same way: unreachable means no semantic hit.
-    await env.admin("PUT", "/threshold", json={"precision": {"tenants": {"alpha": 0.999}}})
-    other = f"What is the way to reset my password? {tag}"
-    assert (await env.ask("alpha", other)).headers["x-deja-cache"] == "miss"
-    await env.admin("PUT", "/threshold", json={"precision": {"tenants": {"alpha": None}}})
+    # A precision target per tenant that the calibration table cannot serve is refused (it
+    # would switch the tenant's semantic hits off without a word), and changes nothing.
+    refused = await env.admin(
+        "PUT", "/threshold", json={"precision": {"tenants": {"alpha": 0.999}}}
+    )
+    assert refused.status_code == 400, refused.text
+    assert "cannot be served" in refused.json()["error"]["message"]
+    shown = (await env.admin("GET", "/threshold")).json()
+    assert "alpha" not in (shown.get("precision") or {}).get("tenants", {})
     again = f"how can i reset my password {tag}"
     assert (await env.ask("alpha", again)).headers["x-deja-cache"] == "semantic"
     bad = await env.admin("PUT", "/threshold", json={"global": 3})

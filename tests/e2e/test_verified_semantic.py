@@ -4,15 +4,19 @@ function of the prompt, so a test can tell whose answer it got; they say nothing
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import openai
 import pytest
 
+from deja.semantic.crossencoder import SHIPPED_DIR
+from deja.semantic.cutoffs import CALIBRATION_FILE
 from sim.config import SimConfig
 from sim.runner import SimCluster, start_simulators
 from tests.support import SIM_MODEL
@@ -43,11 +47,14 @@ class Env:
         await self.app.state.gateway.pipeline.drain()
         return raw
 
-    async def admin(self, method: str, path: str, **kw: Any) -> Any:
+    async def admin_response(self, method: str, path: str, **kw: Any) -> httpx.Response:
         async with httpx.AsyncClient(base_url=self.url) as http:
-            resp = await http.request(
+            return await http.request(
                 method, path, headers={"authorization": f"Bearer {ADMIN}"}, **kw
             )
+
+    async def admin(self, method: str, path: str, **kw: Any) -> Any:
+        resp = await self.admin_response(method, path, **kw)
         assert resp.status_code == 200, resp.text
         return resp.json()
 
@@ -127,25 +134,39 @@ async def test_precision_target_is_live_and_shown_by_the_admin_api(env: Env) -> 
     assert report["precision"]["global"] == 0.92
     assert report["calibration"]["table"] and report["calibration"]["k"] >= 1
     await env.ask("How do I reset my password?")
-    # A target the table never reached: nothing is served semantically any more.
-    await env.admin("PUT", "/admin/threshold", json={"precision": {"global": 0.999}})
+    # A target the table never reached is refused (it would switch semantic hits off unseen).
+    refused = await env.admin_response(
+        "PUT", "/admin/threshold", json={"precision": {"global": 0.999}}
+    )
+    assert refused.status_code == 400 and refused.json()["error"]["param"] == "global"
+    assert (await env.admin("GET", "/admin/semantic"))["precision"]["global"] == 0.92
+    # The highest target it covers is live: the paraphrase is still answered or missed, never
+    # an error, and the admin API shows the new target.
+    high = report["calibration"]["targets"]["high"]
+    await env.admin("PUT", "/admin/threshold", json={"precision": {"global": high}})
     got = await env.ask("How can I reset my password?")
-    assert got.headers["x-deja-cache"] == "miss"
+    assert got.headers["x-deja-cache"] in ("semantic", "miss")
     report = await env.admin("GET", "/admin/semantic")
-    assert report["precision"]["global"] == 0.999
+    assert report["precision"]["global"] == high
 
 
 async def test_judge_sync_decides_the_grey_zone_against_the_simulator(
-    sims: SimCluster, make_gateway: Any
+    sims: SimCluster, make_gateway: Any, tmp_path: Path
 ) -> None:
     """The simulator answers judge prompts by word overlap (Jaccard ≥ 0.6): mechanics only."""
+    table = json.loads((SHIPPED_DIR / CALIBRATION_FILE).read_text())
+    for row in table["table"]:  # nothing clears the default target's cut-off: the grey zone
+        if row["precision"] >= 0.9:  # (from the judge floor's τ up to it) goes to the judge
+            row["tau"] = 1.0
+    unreachable = tmp_path / "calibration.json"
+    unreachable.write_text(json.dumps(table))
     async with make_gateway(
         replicas=sims.urls,
         semantic_enabled=True,
         admin_key=ADMIN,
         semantic_shadow_rate=0.0,
         semantic_judge="sync",
-        semantic_precision=0.999,  # no candidate clears the cut-off: all go to the judge
+        semantic_calibration_file=unreachable,
         semantic_judge_floor=0.5,
     ) as (url, app):
         env = Env(url, app)
