@@ -65,8 +65,8 @@ class KVRoutingSettings(BaseModel):
     kv_route_min_capacity: int = Field(
         2,
         ge=1,
-        description="The bounded-load capacity a replica holding the prompt is never held "
-        "below (requests in flight): at low load the (1+epsilon) x average bound is 1, and a "
+        description="The bounded-load capacity a replica holding at least half of the "
+        "prompt is never held below (requests in flight): at low load the (1+epsilon) x average bound is 1, and a "
         "second request would spill to a full prefill elsewhere.",
     )
     kv_index_max_blocks: int = Field(

@@ -207,6 +207,10 @@ def test_a_holder_batches_a_second_request_at_low_load_up_to_the_floor() -> None
     kv.min_capacity = 2
     order, tokens, why = kv.order([r0, r1, r2, r3], blocks, loads, 0.25, 3.0, 1.0)
     assert order[0] is r0 and why == "resident" and tokens == 48
+    # a replica holding under half of the prompt (a shared system prompt) gets no floor
+    small = match_of([1, 2, 3, 4, 5, 6, 7], 112)
+    order, _, _ = kv.order([r0, r1, r2, r3], small, {r0.url: 1}, 0.25, 3.0, 1.5)
+    assert order[0] is not r0
     # the floor is a floor: at 2 in flight r0 spills again, and it never lifts a non-holder
     loads = {r0.url: 2, r1.url: 1}
     order, _, why = kv.order([r0, r1, r2, r3], blocks, loads, 0.25, 3.0, 2.0)

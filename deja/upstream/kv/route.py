@@ -8,7 +8,8 @@ then asks :meth:`KVRouting.order`:
 
 1. every usable replica's resident prefix ``h_r`` (blocks, from its KV index) and its
    bounded-load capacity ``c_r = ceil((1 + ε)(T + 1) w_r / W)`` (as :mod:`deja.upstream.ring`),
-   for a replica that holds some of the prompt never below ``kv_route_min_capacity``: with
+   for a replica that holds at least half of the prompt never below ``kv_route_min_capacity``
+   (a shared system prompt that every replica holds does not count): with
    T + 1 under the replica count the bound is 1, and a replica batching one request would
    send the next one that it holds to a full prefill elsewhere (the ring's spills were a
    quarter of a low-load workload's requests, each a miss);
@@ -169,8 +170,8 @@ class KVRouting:
             hit = index.match(keys) if index is not None else 0
             best_hit = max(best_hit, hit)
             cap = math.ceil(scale * replica.weight - _CEIL_SLACK) if math.isfinite(scale) else 0
-            if hit and cap:
-                cap = max(cap, self.min_capacity)
+            if cap and 2 * hit * blocks.block_size >= blocks.prompt_tokens:
+                cap = max(cap, self.min_capacity)  # it holds most of the prompt
             load = loads.get(replica.url, 0)
             share = hit * blocks.block_size / max(blocks.prompt_tokens, 1)
             metrics = replica.metrics
