@@ -66,7 +66,8 @@ class KVRoutingSettings(BaseModel):
         2,
         ge=1,
         description="The bounded-load capacity a replica holding at least half of the "
-        "prompt is never held below (requests in flight): at low load the (1+epsilon) x average bound is 1, and a "
+        "prompt is never held below (requests in flight): at low load the (1+epsilon) x "
+        "average bound is 1, and a "
         "second request would spill to a full prefill elsewhere.",
     )
     kv_index_max_blocks: int = Field(
