@@ -38,12 +38,22 @@ class VectorBackend:
         return cls(settings, client)
 
     def collection(
-        self, name: str, dim: int, indexes: Indexes, *, timeout: float, maintenance_timeout: float
+        self,
+        name: str,
+        dim: int,
+        indexes: Indexes,
+        *,
+        timeout: float,
+        maintenance_timeout: float,
+        sparse: bool = False,
     ) -> Collection:
-        """A collection on the chosen backend (not yet opened)."""
+        """A collection on the chosen backend (not yet opened); ``sparse``: with the BM25
+        sparse vector (the corpora's chunks)."""
         settings = self.settings
         if not settings.qdrant_url:
-            return EdgeCollection(settings.data_dir, collection=name, dim=dim, indexes=indexes)
+            return EdgeCollection(
+                settings.data_dir, collection=name, dim=dim, indexes=indexes, sparse=sparse
+            )
         server: dict[str, Any] = {"client": self.local}
         if self.local is None:
             key = settings.qdrant_api_key.get_secret_value() if settings.qdrant_api_key else None
@@ -54,5 +64,6 @@ class VectorBackend:
             indexes=indexes,
             timeout=timeout,
             maintenance_timeout=maintenance_timeout,
+            sparse=sparse,
             **server,
         )
