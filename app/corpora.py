@@ -14,11 +14,13 @@ from config.settings import Settings
 from deja.corpus.files import collect, content_type_for
 from deja.corpus.index import CHUNK_INDEXES, ChunkStore, corpus_collection
 from deja.corpus.names import check_corpus_name
+from deja.corpus.relevance import Floor
 from deja.corpus.reports import FileReport, SourceFile
 from deja.corpus.service import Corpora, CorpusSettings
 from deja.embedding.base import Embedder
 from deja.errors import DejaError, InvalidRequestError
 from deja.observability.metrics import Metrics
+from deja.vectors.hybrid import SparseEncoder
 from middleware.retrieve import RagSettings, RetrieveStep
 
 log = logging.getLogger("deja.corpus")
@@ -31,6 +33,8 @@ def corpus_settings(settings: Settings) -> CorpusSettings:
         max_file_bytes=settings.corpus_max_file_bytes,
         retrieval_timeout=settings.rag_retrieval_timeout_seconds,
         embed_batch=settings.corpus_embed_batch,
+        search=settings.rag_search,
+        floor=Floor(settings.rag_min_score, settings.rag_score_margin),
     )
 
 
@@ -48,8 +52,9 @@ def chunk_store(settings: Settings, embedder: Embedder, vectors: VectorBackend) 
         CHUNK_INDEXES,
         timeout=settings.rag_retrieval_timeout_seconds,
         maintenance_timeout=CHUNK_MAINTENANCE_SECONDS,
+        sparse=True,  # written whatever rag_search says, so it can change without re-ingest
     )
-    return ChunkStore(collection)
+    return ChunkStore(collection, SparseEncoder(avg_len=0.75 * settings.corpus_chunk_tokens))
 
 
 async def open_corpora(
@@ -89,6 +94,7 @@ def retrieve_step(
         top_k=settings.rag_top_k,
         timeout=settings.rag_retrieval_timeout_seconds,
         order=settings.rag_context_order,
+        on_empty=settings.rag_on_empty,
     )
     return RetrieveStep(corpora, embedder.embed, rag, metrics)
 

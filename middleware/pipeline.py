@@ -34,8 +34,13 @@ from middleware.exact import exact_lookup
 from middleware.headers import miss_headers
 from middleware.lookup import Lookup
 from middleware.memo import Prepared, RequestMemo
-from middleware.relay import UsageChunkFilter, answer_from_sse, with_usage_requested
-from middleware.replay import JsonReplay, replay_sse
+from middleware.relay import (
+    SourcesStamp,
+    UsageChunkFilter,
+    answer_from_sse,
+    with_usage_requested,
+)
+from middleware.replay import SOURCES_FIELD, JsonReplay, replay_sse
 from middleware.responses import JSON as JSON_TYPE
 from middleware.responses import SSE as SSE_TYPE
 from middleware.responses import prebuilt, prebuilt_raw
@@ -245,7 +250,7 @@ class Pipeline:
         body = reply.body
         if rag.sources:
             body = with_sources(body, source_records(rag.sources))
-        if lookup.entry_id is not None and req.policy.write and not rag.failed:
+        if lookup.entry_id is not None and req.policy.write and rag.storable:
             entry_id, created = lookup.entry_id, time.time()
             self.store(req, lookup, lambda: parse_answer(reply.body, entry_id, req, created), rag)
         return prebuilt(body, JSON_TYPE, headers)
@@ -259,7 +264,7 @@ class Pipeline:
         disconnected: Disconnected,
         started: float,
     ) -> Response:
-        storable = lookup.entry_id is not None and req.policy.write and not rag.failed
+        storable = lookup.entry_id is not None and req.policy.write and rag.storable
         # A stored answer must carry usage, so ask for it and hide it if the client did not.
         hide_usage = storable and not req.include_usage
         body = with_usage_requested(rag.req.body) if hide_usage else rag.req.raw
@@ -272,6 +277,9 @@ class Pipeline:
         async def chunks() -> AsyncIterator[bytes]:
             seen = bytearray()
             usage_filter = UsageChunkFilter() if hide_usage else None
+            stamp = (
+                SourcesStamp(SOURCES_FIELD, source_records(rag.sources)) if rag.sources else None
+            )
             finished = False
             previous = last = b""  # the usage event is in the last reads
             try:
@@ -283,8 +291,12 @@ class Pipeline:
                         chunk = usage_filter.feed(chunk)
                         if not chunk:
                             continue
+                    if stamp is not None and not (chunk := stamp.feed(chunk)):
+                        continue
                     yield chunk
                 if usage_filter is not None and (rest := usage_filter.flush()):
+                    yield stamp.feed(rest) if stamp is not None else rest
+                if stamp is not None and (rest := stamp.flush()):
                     yield rest
                 finished = True
             except UpstreamError as exc:

@@ -6,6 +6,7 @@ response path, and yields an answer only for a stream that ended with ``data: [D
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import orjson
@@ -159,6 +160,55 @@ def _is_usage_only(event: bytes) -> bool:
     except orjson.JSONDecodeError:
         return False
     return isinstance(chunk, dict) and chunk.get("choices") == [] and bool(chunk.get("usage"))
+
+
+_FINISHED = re.compile(rb'"finish_reason"\s*:\s*"')
+
+
+class SourcesStamp:
+    """Adds a RAG answer's sources to a relayed stream: the ``deja_sources`` field on the chunk
+    that carries the ``finish_reason`` (the last content chunk), as a hit's replay does
+    (``middleware.replay.replay_sse``). The openai SDK keeps the unknown field:
+    ``chunk.model_extra["deja_sources"]``. Only that one event is parsed and re-serialised;
+    complete events pass as soon as they arrive, a partial one waits for its remainder."""
+
+    def __init__(self, field: str, sources: list[dict[str, Any]]) -> None:
+        self._field = field
+        self._sources = sources
+        self._pending = b""
+        self._done = False
+
+    def feed(self, chunk: bytes) -> bytes:
+        if self._done:
+            return chunk
+        data = self._pending + chunk if self._pending else chunk
+        cut = data.rfind(b"\n\n")
+        if cut < 0:
+            self._pending = data
+            return b""
+        self._pending = data[cut + 2 :]
+        events = data[: cut + 2]
+        if not _FINISHED.search(events):
+            return events
+        return b"".join(self._stamp(e) + b"\n\n" for e in events[:-2].split(b"\n\n"))
+
+    def flush(self) -> bytes:
+        rest, self._pending = self._pending, b""
+        return rest
+
+    def _stamp(self, event: bytes) -> bytes:
+        if self._done or not _FINISHED.search(event):
+            return event
+        payloads = iter_sse_data(event)
+        try:
+            chunk = orjson.loads(payloads[0]) if len(payloads) == 1 else None
+        except orjson.JSONDecodeError:
+            return event
+        if not isinstance(chunk, dict):
+            return event
+        self._done = True
+        chunk[self._field] = self._sources
+        return b"data: " + orjson.dumps(chunk)
 
 
 def with_usage_requested(body: dict[str, Any]) -> bytes:

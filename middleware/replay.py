@@ -149,7 +149,10 @@ def replay_sse(answer: CachedAnswer, *, model: str, include_usage: bool) -> byte
             choice = {"index": 0, "text": piece, "logprobs": None, "finish_reason": None}
             events.append(_event({**base, "choices": [choice]}))
         last = {"index": 0, "text": "", "logprobs": None, "finish_reason": answer.finish_reason}
-    events.append(_event({**base, "choices": [last]}))
+    final: dict[str, Any] = {**base, "choices": [last]}
+    if answer.sources is not None:  # as a streamed miss carries them (relay.SourcesStamp)
+        final[SOURCES_FIELD] = answer.sources
+    events.append(_event(final))
     if include_usage and answer.usage is not None:
         events.append(_event({**base, "choices": [], "usage": answer.usage}))
     events.append(_DONE)

@@ -28,7 +28,8 @@ from middleware.coalesce import Consumer
 from middleware.disconnect import Disconnected
 from middleware.headers import miss_headers
 from middleware.lookup import Lookup
-from middleware.relay import answer_from_sse, with_usage_requested
+from middleware.relay import SourcesStamp, answer_from_sse, with_usage_requested
+from middleware.replay import SOURCES_FIELD
 from middleware.retrieve import Retrieval, source_records
 from middleware.singleflight import Flight, FlightFailed, Flights, Opened
 from middleware.store import Build
@@ -118,7 +119,7 @@ class SharedUpstream:
             set_attributes(span, {"deja.prefix_hash": prefix_key})
         with self.steps.tracing.span("deja.upstream"):
             answer = await self._call(req, lookup, flight, rag, prefix_key)
-        if answer is not None and not rag.failed:
+        if answer is not None and rag.storable:
             built = answer
             self.steps.store(req, lookup, lambda: built, rag)
 
@@ -142,9 +143,16 @@ class SharedUpstream:
             name = opened.replica.name
             headers = miss_headers(req, rag, lookup, name, opened.reason, prefix_key)
             flight.open(Opened(name, headers, streamed=True))
+            sources = source_records(rag.sources)
+            stamp = SourcesStamp(SOURCES_FIELD, sources) if sources else None
             try:
                 async for chunk in opened.chunks():
-                    flight.push(chunk)
+                    if stamp is None:
+                        flight.push(chunk)
+                    elif stamped := stamp.feed(chunk):
+                        flight.push(stamped)
+                if stamp is not None and (rest := stamp.flush()):
+                    flight.push(rest)
             finally:
                 opened.close()
             answer = answer_from_sse(
