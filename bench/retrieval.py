@@ -260,6 +260,9 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     finally:
         await store.close()
     results = quality(questions)
+    partial = {"ingest": ingested, "quality": results, "latency": latency}
+    args.output.with_suffix(".partial.json").write_text(json.dumps(partial, indent=2))
+    report(partial)  # the quality tables now: the latency sizes below take a while
     vocabulary = sorted({w for f in wiki for w in f.data.decode().split() if w.isalpha()})
     filler = chunk_store(workdir, embedder.model_id, embedder.dim, encoder)
     await filler.open()
@@ -340,7 +343,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sections", nargs="*", default=["tutorial"])
     parser.add_argument("--sizes", type=int, nargs="*", default=[10_000, 100_000])
-    parser.add_argument("--queries", type=int, default=300, help="questions timed per size")
+    parser.add_argument("--queries", type=int, default=200, help="questions timed per size")
     parser.add_argument(
         "--shard",
         type=Path,
