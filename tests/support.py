@@ -161,8 +161,8 @@ CollectionFactory = Callable[..., Collection]
 async def collection_factory(kind: str, data_dir: Path) -> AsyncIterator[CollectionFactory]:
     """A factory of collections of ``kind`` over one backing location (``data_dir`` for Edge;
     for ``server-local`` one local-mode client shared by them all, as one server would be):
-    ``make(name, dim, indexes, sparse=False, **server_options)``. Closes them all (and the client) at the
-    end."""
+    ``make(name, dim, indexes, sparse=False, **server_options)``. Closes them all (and the
+    client) at the end."""
     made: list[Collection] = []
     client = AsyncQdrantClient(location=":memory:") if kind == "server-local" else None
 
