@@ -62,25 +62,29 @@ class RagSettings(BaseModel):
         le=64,
         description="The most chunks put in a RAG prompt (fewer when fewer pass the floor).",
     )
-    rag_search: Literal["hybrid", "dense", "sparse"] = Field(
-        "hybrid",
-        description="How a question searches its corpus: dense (MiniLM cosine) and sparse "
-        "(BM25 term weights, IDF from the store) fused by reciprocal rank fusion, or one of "
-        "the two alone. Chosen on bench/retrieval.py (held-out WikiQA).",
+    rag_search: Literal["dense", "hybrid", "sparse"] = Field(
+        "dense",
+        description="How a question searches its corpus: dense (MiniLM cosine), hybrid (dense "
+        "and sparse BM25 term weights, IDF from the store, fused by reciprocal rank fusion) "
+        "or sparse alone. Dense by bench/retrieval.py: on held-out WikiQA hybrid put the "
+        "answer chunk first for 79.0% of questions against dense's 82.4% (sparse 69.5%).",
     )
     rag_min_score: float = Field(
         0.3,
         ge=-1.0,
         le=1.0,
         description="Relevance floor: the least cosine to the question a chunk needs to go "
-        "into the prompt (and be a source). Chosen on bench/retrieval.py.",
+        "into the prompt (and be a source). 0.3 on bench/retrieval.py: it costs no held-out "
+        "WikiQA page (0.4 costs 1.1 points) and leaves out questions no document bears on.",
     )
     rag_score_margin: float | None = Field(
         0.1,
         ge=0.0,
         le=2.0,
         description="Relative floor: a chunk must also be within this cosine of the best "
-        "chunk's; unset: the absolute floor only. Chosen on bench/retrieval.py.",
+        "chunk's; unset: the absolute floor only. 0.1 on bench/retrieval.py: held-out WikiQA "
+        "keeps its page for 99.2% of questions (as top-k 4) with 1.18 pages per prompt "
+        "instead of 2.57, and 0.05 would leave little room for answers that span chunks.",
     )
     rag_on_empty: Literal["answer", "error"] = Field(
         "answer",

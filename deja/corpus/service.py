@@ -74,7 +74,7 @@ class CorpusSettings:
     retrieval_timeout: float = 1.0
     embed_batch: int = 32
     #: How a question searches its corpus (``deja.vectors.hybrid``).
-    search: SearchMode = "hybrid"
+    search: SearchMode = "dense"
     #: Which retrieved chunks go into the prompt (``deja.corpus.relevance``).
     floor: Floor = field(default_factory=Floor)
 
