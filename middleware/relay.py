@@ -179,9 +179,10 @@ class SourcesStamp:
         self._done = False
 
     def feed(self, chunk: bytes) -> bytes:
-        if self._done:
-            return chunk
         data = self._pending + chunk if self._pending else chunk
+        if self._done:
+            self._pending = b""
+            return data
         cut = data.rfind(b"\n\n")
         if cut < 0:
             self._pending = data
