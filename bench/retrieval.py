@@ -188,7 +188,9 @@ async def retrieve_all(
 ) -> dict[str, dict[str, float]]:
     latency: dict[str, dict[str, float]] = {}
     for mode in MODES:
-        corpora.settings = CorpusSettings(search=mode, floor=Floor(-1.0, None))
+        corpora.settings = CorpusSettings(
+            search=mode, floor=Floor(-1.0, None), retrieval_timeout=60.0
+        )
         times = []
         for q, v in zip(questions, vectors, strict=True):
             started = time.perf_counter()
@@ -226,7 +228,9 @@ async def time_modes(
 ) -> dict[str, dict[str, float]]:
     figures: dict[str, dict[str, float]] = {}
     for mode in MODES:
-        corpora.settings = CorpusSettings(search=mode, floor=Floor(-1.0, None))
+        corpora.settings = CorpusSettings(
+            search=mode, floor=Floor(-1.0, None), retrieval_timeout=60.0
+        )
         times = []
         for q, v in list(zip(questions, vectors, strict=True))[:limit]:
             started = time.perf_counter()

@@ -33,6 +33,9 @@ BAKERY = (
     "croissants and a rye loaf every day; cakes are made to order.\n"
 )
 CORPUS = {"X-Deja-Corpus": "town"}
+#: Budgets wide enough for a busy shared test machine: these tests are not about timeouts
+#: (``test_rag.py`` has the failure policy), and a timed-out lookup would read as a miss.
+PATIENT = {"rag_retrieval_timeout_seconds": 10.0, "semantic_timeout_seconds": 10.0}
 
 
 class Env:
@@ -90,6 +93,7 @@ async def env(
         semantic_shadow_rate=0.0,
         corpora_enabled=True,
         rag_top_k=4,
+        **PATIENT,
     ) as (url, app):
         env = Env(url, app)
         await env.ingest("lighthouse.md", LIGHTHOUSE)
@@ -166,6 +170,7 @@ async def test_refused_when_the_setting_says_so_and_a_removed_documents_near_que
         corpora_enabled=True,
         rag_on_empty="error",
         rag_invalidate_near=0.5,
+        **PATIENT,
     ) as (url, app):
         env = Env(url, app)
         await env.ingest("lighthouse.md", LIGHTHOUSE)
