@@ -19,8 +19,9 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from deja.corpus.base import Chunk
 from deja.corpus.chunking import ChunkText
-from deja.corpus.index import DocumentHead
+from deja.corpus.index import ChunkPoint, DocumentHead
 from deja.corpus.names import check_document_id, check_metadata
 from deja.corpus.parsing import ParsedDocument
 from deja.corpus.reports import FileReport, SourceFile
@@ -113,3 +114,45 @@ async def _embed_one_by_one(
     if len(failed) == len(pending) and pending:
         raise EmbedderError(next(iter(failed.values())).reason or "the embedder failed")
     return failed
+
+
+def new_head(tenant: str, corpus: str, item: Pending, now: float) -> DocumentHead:
+    """The head of a pending file's next version."""
+    file = item.file
+    return DocumentHead(
+        tenant=tenant,
+        corpus=corpus,
+        document=file.document,
+        version=item.current.version + 1 if item.current is not None else 1,
+        chunks=len(item.pieces),
+        content_hash=item.content_hash,
+        title=item.parsed.title,
+        source=file.source or file.document,
+        format=item.parsed.format,
+        bytes=len(file.data),
+        ingested_at=now,
+        metadata=dict(file.metadata),
+    )
+
+
+def chunk_points(
+    head: DocumentHead, pieces: list[ChunkText], vectors: list[list[float]]
+) -> list[ChunkPoint]:
+    return [
+        ChunkPoint(
+            chunk=Chunk(
+                tenant=head.tenant,
+                corpus=head.corpus,
+                document=head.document,
+                version=head.version,
+                index=piece.index,
+                text=piece.text,
+                title=piece.title,
+                metadata=dict(head.metadata),
+            ),
+            vector=vector,
+            content_hash=head.content_hash,
+            head=head if piece.index == 0 else None,
+        )
+        for piece, vector in zip(pieces, vectors, strict=True)
+    ]

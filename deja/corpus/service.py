@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 import orjson
 
-from deja.corpus.base import Chunk, DocumentChange, RetrievedChunk, newest_only
+from deja.corpus.base import DocumentChange, RetrievedChunk, newest_only
 from deja.corpus.chunking import (
     ChunkText,
     TokenCounter,
@@ -39,7 +39,15 @@ from deja.corpus.chunking import (
     word_counter,
 )
 from deja.corpus.index import ChunkPoint, ChunkStore, DocumentHead
-from deja.corpus.ingest import Pending, check_file, embed_pending, groups, parse_all
+from deja.corpus.ingest import (
+    Pending,
+    check_file,
+    chunk_points,
+    embed_pending,
+    groups,
+    new_head,
+    parse_all,
+)
 from deja.corpus.names import check_metadata
 from deja.corpus.parsing import ParsedDocument, parse_document
 from deja.corpus.relevance import Floor
@@ -292,10 +300,10 @@ class Corpora:
         points: list[ChunkPoint] = []
         now = time.time()
         for i, item in pending.items():
-            head = self._head(tenant, corpus, item, now)
+            head = new_head(tenant, corpus, item, now)
             made[i] = (item, head)
             assert item.vectors is not None
-            points.extend(_points(head, item.pieces, item.vectors))
+            points.extend(chunk_points(head, item.pieces, item.vectors))
         if not dry_run and points:
             await self.store.upsert(points)
             for item, head in made.values():
@@ -321,24 +329,6 @@ class Corpora:
                 dry_run=dry_run,
             )
         return lines
-
-    @staticmethod
-    def _head(tenant: str, corpus: str, item: Pending, now: float) -> DocumentHead:
-        file = item.file
-        return DocumentHead(
-            tenant=tenant,
-            corpus=corpus,
-            document=file.document,
-            version=item.current.version + 1 if item.current is not None else 1,
-            chunks=len(item.pieces),
-            content_hash=item.content_hash,
-            title=item.parsed.title,
-            source=file.source or file.document,
-            format=item.parsed.format,
-            bytes=len(file.data),
-            ingested_at=now,
-            metadata=dict(file.metadata),
-        )
 
     def _parse(self, file: SourceFile) -> tuple[ParsedDocument, list[ChunkText]]:
         """Parse and chunk (a worker thread)."""
@@ -391,26 +381,3 @@ class Corpora:
     def _count_metric(self, corpus: str, line: FileReport) -> None:
         if self.metrics is not None:
             self.metrics.corpus_documents.labels(corpus, line.status).inc()
-
-
-def _points(
-    head: DocumentHead, pieces: list[ChunkText], vectors: list[list[float]]
-) -> list[ChunkPoint]:
-    return [
-        ChunkPoint(
-            chunk=Chunk(
-                tenant=head.tenant,
-                corpus=head.corpus,
-                document=head.document,
-                version=head.version,
-                index=piece.index,
-                text=piece.text,
-                title=piece.title,
-                metadata=dict(head.metadata),
-            ),
-            vector=vector,
-            content_hash=head.content_hash,
-            head=head if piece.index == 0 else None,
-        )
-        for piece, vector in zip(pieces, vectors, strict=True)
-    ]
