@@ -3,7 +3,9 @@
 The real corpus is the Python 3.11 documentation as Debian ships it (``apt-get install
 python3.11-doc``: Sphinx HTML under /usr/share/doc/python3.11/html). By default its tutorial
 (17 pages, 0.9 MB, about 500 chunks: about a minute of embedding on one busy core);
-``--sections tutorial howto reference`` ingests more.
+``--sections tutorial howto reference`` ingests more. ``--paragraphs N`` ingests instead the
+first N one-paragraph pages of WikiQA (``../shared/data/wikiqa_train.jsonl.gz``: a Wikipedia
+summary paragraph each, about two 200-token chunks), the case of issue 21's 2,328-page folder.
 
 A. Ingest, side by side in one run, on Qdrant Edge with the real ONNX embedder:
    * ``Corpora.ingest`` of every page (parse, chunk, embed, upsert): chunks/s;
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gzip
 import json
 import random
 import shutil
@@ -106,6 +109,18 @@ def source_files(sections: list[str]) -> list[SourceFile]:
         for document, path in collect([DOCS / section], DOCS).files:
             files.append(SourceFile(document, path.read_bytes(), content_type_for(path)))
     return files
+
+
+def paragraph_files(n: int) -> list[SourceFile]:
+    """The first ``n`` distinct WikiQA pages, one plain-text document each."""
+    data = Path(__file__).resolve().parents[2] / "shared" / "data" / "wikiqa_train.jsonl.gz"
+    pages: dict[str, None] = {}
+    with gzip.open(data, "rt") as fh:
+        for line in fh:
+            pages.setdefault(" ".join(json.loads(line)["sentences"]))
+            if len(pages) == n:
+                break
+    return [SourceFile(f"page-{i}.txt", p.encode(), "text/plain") for i, p in enumerate(pages)]
 
 
 def parse_and_chunk(files: list[SourceFile], model_id: str) -> list[str]:
@@ -325,6 +340,7 @@ def report(ingest: dict[str, Any], retrieval: list[dict[str, Any]]) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sections", nargs="+", default=["tutorial"])
+    parser.add_argument("--paragraphs", type=int, default=0, help="WikiQA pages instead")
     parser.add_argument("--sample", type=int, default=150, help="chunks embedded alone (A)")
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
     parser.add_argument("--tenants", type=int, default=20)
@@ -334,11 +350,11 @@ def main() -> int:
     parser.add_argument("--batch", type=int, default=2000)
     parser.add_argument("--output", type=Path, default=RESULTS_DIR / "corpus.json")
     args = parser.parse_args()
-    if not DOCS.is_dir():
+    if not args.paragraphs and not DOCS.is_dir():
         print(f"{DOCS} is missing: apt-get install python3.11-doc", file=sys.stderr)
         return 2
     print(load_note())
-    files = source_files(args.sections)
+    files = paragraph_files(args.paragraphs) if args.paragraphs else source_files(args.sections)
     workdir = Path(tempfile.mkdtemp(prefix="deja-corpus-bench-"))
 
     async def run() -> tuple[dict[str, Any], list[dict[str, Any]]]:

@@ -16,6 +16,7 @@ machines. Local mode ignores payload indexes (it filters by scanning).
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 import warnings
 from collections.abc import Coroutine
@@ -24,9 +25,10 @@ from typing import Any, TypeVar
 from qdrant_client import AsyncQdrantClient, models
 
 from deja.errors import VectorStoreError
-from deja.vectors.collection import Hit, Indexes, IndexKind, Point
+from deja.vectors.collection import SPARSE_VECTOR, Hit, Indexes, IndexKind, Point, Sparse
 from deja.vectors.filters import Condition, Filter, Match, MatchAny
 
+log = logging.getLogger("deja.vectors")
 _T = TypeVar("_T")
 #: Points per scroll page.
 SCROLL_PAGE = 1000
@@ -85,6 +87,9 @@ class QdrantCollection:
         timeout: seconds allowed to a request-path call.
         maintenance_timeout: seconds allowed to ``open`` and to calls marked ``maintenance``.
         prefer_grpc: talk gRPC (port 6334) rather than REST to a server built from ``url``.
+        sparse: also keep the sparse vector ``SPARSE_VECTOR`` (IDF modifier, computed by the
+            server). A collection created without it is used dense-only (``self.sparse``
+            False, one warning).
     """
 
     name = "qdrant"
@@ -101,6 +106,7 @@ class QdrantCollection:
         timeout: float = 0.5,
         maintenance_timeout: float = 10.0,
         prefer_grpc: bool = False,
+        sparse: bool = False,
     ) -> None:
         if (url is None) == (client is None):
             raise ValueError("pass exactly one of url or client")
@@ -111,6 +117,8 @@ class QdrantCollection:
         self.timeout = timeout
         self.maintenance_timeout = maintenance_timeout
         self._indexes = indexes
+        self._want_sparse = sparse
+        self.sparse = False
         #: A server is shared with other gateways; a client passed in (local mode) is not.
         self.shared = url is not None
         self.owns_client = client is None
@@ -148,6 +156,11 @@ class QdrantCollection:
                     vectors_config=models.VectorParams(
                         size=self.dim, distance=models.Distance.COSINE
                     ),
+                    sparse_vectors_config=(
+                        {SPARSE_VECTOR: models.SparseVectorParams(modifier=models.Modifier.IDF)}
+                        if self._want_sparse
+                        else None
+                    ),
                 )
             except Exception:
                 if not await client.collection_exists(name):
@@ -156,6 +169,15 @@ class QdrantCollection:
         params = info.config.params.vectors
         if isinstance(params, models.VectorParams) and params.size != self.dim:
             raise ValueError(f"collection has dimension {params.size}, expected {self.dim}")
+        self.sparse = self._want_sparse and SPARSE_VECTOR in (
+            info.config.params.sparse_vectors or {}
+        )
+        if self._want_sparse and not self.sparse:
+            log.warning(
+                "qdrant collection %r predates sparse vectors: dense-only retrieval (re-create "
+                "it to get hybrid search)",
+                name,
+            )
         existing = info.payload_schema or {}
         with warnings.catch_warnings():
             # Local mode warns that payload indexes have no effect there: expected.
@@ -177,7 +199,9 @@ class QdrantCollection:
     async def upsert(self, points: list[Point], *, maintenance: bool = False) -> None:
         if not points:
             return
-        structs = [models.PointStruct(id=p.id, vector=p.vector, payload=p.payload) for p in points]
+        structs = [
+            models.PointStruct(id=p.id, vector=self._vector(p), payload=p.payload) for p in points
+        ]
         await self._call(
             "upsert", self.client.upsert(self.collection, points=structs, wait=True), maintenance
         )
@@ -196,7 +220,55 @@ class QdrantCollection:
             ),
             maintenance,
         )
-        return [Hit(p.score, p.payload) for p in response.points if p.payload]
+        return [Hit(p.score, p.payload, str(p.id)) for p in response.points if p.payload]
+
+    def _vector(self, point: Point) -> models.VectorStruct:
+        if not self.sparse or point.sparse is None:
+            return point.vector
+        return {"": point.vector, SPARSE_VECTOR: _sparse(point.sparse)}
+
+    async def search_sparse(
+        self, sparse: Sparse, where: Filter | None, *, limit: int, with_vector: bool = False
+    ) -> list[Hit]:
+        if not self.sparse:
+            raise VectorStoreError(f"qdrant collection {self.collection!r} has no sparse vector")
+        response = await self._call(
+            "search",
+            self.client.query_points(
+                self.collection,
+                query=_sparse(sparse),
+                using=SPARSE_VECTOR,
+                query_filter=qdrant_filter(where),
+                limit=limit,
+                with_payload=True,
+                with_vectors=[""] if with_vector else False,
+            ),
+            maintenance=False,
+        )
+        return [
+            Hit(p.score, p.payload, str(p.id), _dense(p.vector))
+            for p in response.points
+            if p.payload
+        ]
+
+    async def vectors(self, where: Filter) -> list[list[float]]:
+        return await self._call("scroll", self._vectors(qdrant_filter(where)), maintenance=True)
+
+    async def _vectors(self, flt: models.Filter | None) -> list[list[float]]:
+        found: list[list[float]] = []
+        offset: models.ExtendedPointId | None = None
+        while True:
+            records, offset = await self.client.scroll(
+                self.collection,
+                scroll_filter=flt,
+                limit=SCROLL_PAGE,
+                offset=offset,
+                with_payload=False,
+                with_vectors=[""],
+            )
+            found.extend(v for r in records if (v := _dense(r.vector)) is not None)
+            if offset is None:
+                return found
 
     async def delete_ids(self, ids: list[str]) -> None:
         if not ids:
@@ -274,3 +346,16 @@ class QdrantCollection:
             maintenance,
         )
         return result.count
+
+
+def _sparse(sparse: Sparse) -> models.SparseVector:
+    return models.SparseVector(indices=list(sparse.indices), values=list(sparse.values))
+
+
+def _dense(vector: Any) -> list[float] | None:
+    """The dense (unnamed) vector of a returned point, if it came back."""
+    if isinstance(vector, dict):
+        vector = vector.get("")
+    if isinstance(vector, list) and vector and isinstance(vector[0], float):
+        return [float(x) for x in vector]
+    return None
