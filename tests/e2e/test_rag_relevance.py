@@ -6,6 +6,7 @@ questions (issue 21)."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -17,7 +18,8 @@ import pytest
 import yaml
 
 from deja.tenancy.keyring import key_hash
-from sim.runner import SimCluster
+from sim.config import SimConfig
+from sim.runner import SimCluster, start_simulators
 from tests.support import SIM_MODEL
 
 pytestmark = pytest.mark.e2e
@@ -189,4 +191,47 @@ async def test_refused_when_the_setting_says_so_and_a_removed_documents_near_que
         assert removed.status_code == 200, removed.text
         assert removed.json()["invalidated"] >= 1
         assert (await env.ask(near)).headers["x-deja-cache"] == "miss"
+        await env.http.aclose()
+
+
+@pytest.fixture
+async def slow() -> AsyncIterator[SimCluster]:
+    """One replica whose answers take about a second, so identical requests all join the
+    first one's flight."""
+    cluster = await start_simulators(
+        1, SimConfig(speed=1, added_latency_ms=1000, decode_ms_per_token=10)
+    )
+    try:
+        yield cluster
+    finally:
+        await cluster.stop()
+
+
+async def test_coalesced_followers_of_a_rag_stream_get_its_sources_too(
+    slow: SimCluster, tmp_path: Path, make_gateway: Any
+) -> None:
+    """The leader's stream is stamped once where the replica's bytes come in, so every
+    streamed follower has the sources on its finishing chunk, and a JSON follower's replay of
+    the finished stream has them in its body."""
+    async with make_gateway(
+        replicas=slow.urls,
+        keys_file=write_keys(tmp_path / "keys.yaml"),
+        admin_key="relevance-admin",
+        corpora_enabled=True,
+        **PATIENT,
+    ) as (url, app):
+        env = Env(url, app)
+        await env.ingest("bakery.md", BAKERY)
+        question = f"When does the bakery open? ({uuid.uuid4().hex[:6]})"
+        expected = [{"corpus": "town", "document": "bakery.md", "version": 1}]
+        streams = [env.stream(question, **CORPUS) for _ in range(4)]
+        *streamed, plain = await asyncio.gather(*streams, env.ask(question, **CORPUS))
+        outcomes = sorted(r.headers["x-deja-cache"] for r, _ in streamed)
+        outcomes = sorted([*outcomes, plain.headers["x-deja-cache"]])
+        assert outcomes == ["coalesced"] * 4 + ["miss"]
+        for _, chunks in streamed:
+            tagged = [c for c in chunks if c.model_extra and "deja_sources" in c.model_extra]
+            assert len(tagged) == 1 and tagged[0].model_extra["deja_sources"] == expected
+            assert tagged[0].choices[0].finish_reason is not None
+        assert plain.parse().model_extra["deja_sources"] == expected
         await env.http.aclose()
