@@ -20,6 +20,7 @@ import logging
 import math
 import warnings
 from collections.abc import Coroutine
+from dataclasses import dataclass, fields
 from typing import Any, TypeVar
 
 from qdrant_client import AsyncQdrantClient, models
@@ -29,6 +30,7 @@ from deja.vectors.collection import SPARSE_VECTOR, Hit, Indexes, IndexKind, Poin
 from deja.vectors.filters import Condition, Filter, Match, MatchAny
 
 log = logging.getLogger("deja.vectors")
+
 _T = TypeVar("_T")
 #: Points per scroll page.
 SCROLL_PAGE = 1000
@@ -71,6 +73,33 @@ async def call_within(what: str, call: Coroutine[Any, Any, _T], seconds: float) 
         raise VectorStoreError(f"{what} failed: {exc}") from exc
 
 
+@dataclass(frozen=True)
+class Distribution:
+    """How a distributed Qdrant spreads a new collection (``DEJA_QDRANT_SHARD_NUMBER``,
+    ``_REPLICATION_FACTOR``, ``_WRITE_CONSISTENCY_FACTOR``; None = the server's default).
+
+    Applied only when the collection is created: Qdrant cannot change a collection's shard
+    count afterwards, and a gateway that silently recreated a shared collection would drop
+    every cached answer of every gateway. A collection made before a setting changed is kept
+    as it is, with a one-line warning naming the setting (``mismatches``); resharding it is an
+    operator's decision (a new collection, or Qdrant's own tools)."""
+
+    shard_number: int | None = None
+    replication_factor: int | None = None
+    write_consistency_factor: int | None = None
+
+    def mismatches(self, params: models.CollectionParams) -> list[str]:
+        """The settings whose value differs from what the server reports for an existing
+        collection; a value the server does not report (None: qdrant-client's local mode
+        reports none) is not a difference."""
+        found = []
+        for item in fields(self):
+            wanted, actual = getattr(self, item.name), getattr(params, item.name, None)
+            if wanted is not None and actual is not None and wanted != actual:
+                found.append(f"DEJA_QDRANT_{item.name.upper()}={wanted} (collection has {actual})")
+        return found
+
+
 class QdrantCollection:
     """``Collection`` on a Qdrant server (or qdrant-client's local mode), cosine distance.
 
@@ -90,6 +119,7 @@ class QdrantCollection:
         sparse: also keep the sparse vector ``SPARSE_VECTOR`` (IDF modifier, computed by the
             server). A collection created without it is used dense-only (``self.sparse``
             False, one warning).
+        distribution: shards and replicas of the collection when this creates it.
     """
 
     name = "qdrant"
@@ -107,6 +137,7 @@ class QdrantCollection:
         maintenance_timeout: float = 10.0,
         prefer_grpc: bool = False,
         sparse: bool = False,
+        distribution: Distribution | None = None,
     ) -> None:
         if (url is None) == (client is None):
             raise ValueError("pass exactly one of url or client")
@@ -119,6 +150,7 @@ class QdrantCollection:
         self._indexes = indexes
         self._want_sparse = sparse
         self.sparse = False
+        self.distribution = distribution or Distribution()
         #: A server is shared with other gateways; a client passed in (local mode) is not.
         self.shared = url is not None
         self.owns_client = client is None
@@ -146,9 +178,10 @@ class QdrantCollection:
         await self._call("open", self._ensure(), maintenance=True)
 
     async def _ensure(self) -> None:
-        """Create the collection and its indexes when missing; a concurrent creation by another
-        gateway is tolerated, another dimension is refused."""
-        client, name = self.client, self.collection
+        """Create the collection (sharded and replicated as ``distribution`` says) and its
+        indexes when missing; a concurrent creation by another gateway is tolerated, another
+        dimension is refused, another distribution is warned about."""
+        client, name, spread = self.client, self.collection, self.distribution
         if not await client.collection_exists(name):
             try:
                 await client.create_collection(
@@ -161,6 +194,9 @@ class QdrantCollection:
                         if self._want_sparse
                         else None
                     ),
+                    shard_number=spread.shard_number,
+                    replication_factor=spread.replication_factor,
+                    write_consistency_factor=spread.write_consistency_factor,
                 )
             except Exception:
                 if not await client.collection_exists(name):
@@ -178,6 +214,8 @@ class QdrantCollection:
                 "it to get hybrid search)",
                 name,
             )
+        for mismatch in spread.mismatches(info.config.params):
+            log.warning("qdrant collection %r was created before %s: kept as it is", name, mismatch)
         existing = info.payload_schema or {}
         with warnings.catch_warnings():
             # Local mode warns that payload indexes have no effect there: expected.
