@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn
 from urllib.parse import urlsplit
@@ -147,6 +147,18 @@ class Api:
         if self.as_json:
             click.echo(json.dumps(data, indent=2, ensure_ascii=False))
         return self.as_json
+
+    def show(self, data: Any, text: Callable[[Any], str]) -> None:
+        """``data`` as JSON under ``--json``, else ``text(data)``. A body whose shape ``text``
+        cannot read (a newer or older gateway) is an :class:`AdminError` that says to try
+        ``--json``, never a traceback."""
+        if self.emit(data):
+            return
+        try:
+            shown = text(data)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            bad_shape(exc)
+        click.echo(shown)
 
 
 def _error_message(response: httpx.Response) -> str:
