@@ -12,7 +12,7 @@ from typing import Any
 import click
 import httpx
 
-from app.cli.heatmap import write_heatmap_html, write_heatmap_png
+from app.cli.heatmap import Heatmap, write_heatmap_html, write_heatmap_png
 from app.cli.plot import INSTALL_HINT, has_matplotlib
 from app.cli.support import EXIT_API_ERROR, EXIT_UNREACHABLE, table
 from deja.errors import ReplicaError, TuningError
@@ -187,15 +187,15 @@ def _report(
     }
     store.save()
     output: Path = opts["output"]
-    title = f"deja tune: output tok/s ({mode_note})"
+    heatmap = Heatmap(results, seqs, tokens, best, slo, f"deja tune: output tok/s ({mode_note})")
     png, page = output.with_suffix(".png"), output.with_suffix(".html")
     wrote = [output, page]
     if has_matplotlib():
-        write_heatmap_png(results, seqs, tokens, png, best=best, slo_ms=slo, title=title)
+        write_heatmap_png(heatmap, png)
         wrote.insert(1, png)
     else:
         click.echo(f"matplotlib is not installed ({INSTALL_HINT}): no {png}, see {page}", err=True)
-    write_heatmap_html(results, seqs, tokens, page, best=best, slo_ms=slo, title=title)
+    write_heatmap_html(heatmap, page)
     click.echo(f"\noutput tokens/s ({mode_note}):\n" + _surface(results, seqs, tokens))
     for axis, moved in flat_axes(results).items():
         flag = "--max-num-seqs" if axis == "seqs" else "--max-num-batched-tokens"
