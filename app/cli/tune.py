@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 import httpx
@@ -54,6 +55,9 @@ Exit code 1 when a cell failed or no cell meets --ttft-p99-ms.
 """
 
 
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
 def _int_list(ctx: click.Context, param: click.Parameter, value: str) -> list[int]:
     try:
         items = [int(v) for v in value.split(",") if v.strip()]
@@ -62,6 +66,17 @@ def _int_list(ctx: click.Context, param: click.Parameter, value: str) -> list[in
     if not items or min(items) < 1:
         raise click.BadParameter("at least one integer >= 1")
     return items
+
+
+def _axis_option(flag: str, default: Sequence[int], vllm_flag: str) -> Callable[[_F], _F]:
+    """One axis of the grid: the values of ``vllm_flag`` to try, comma-separated."""
+    return click.option(
+        flag,
+        default=",".join(map(str, default)),
+        show_default=True,
+        callback=_int_list,
+        help=f"{vllm_flag} values.",
+    )
 
 
 def _workload(opts: dict[str, Any], profile: VllmProfile | None) -> tuple[Workload, str | None]:
@@ -260,20 +275,8 @@ def _report(
 @click.option("--max-model-len", type=click.IntRange(min=2), help="Context length (8192).")
 @click.option("--from-gateway", help="Take the lengths from this deja gateway's /metrics.")
 @click.option("--gateway-model", help="With --from-gateway: this model (default: the busiest).")
-@click.option(
-    "--seqs",
-    default=",".join(map(str, DEFAULT_SEQS)),
-    show_default=True,
-    callback=_int_list,
-    help="max-num-seqs values.",
-)
-@click.option(
-    "--tokens",
-    default=",".join(map(str, DEFAULT_TOKENS)),
-    show_default=True,
-    callback=_int_list,
-    help="max-num-batched-tokens values.",
-)
+@_axis_option("--seqs", DEFAULT_SEQS, "max-num-seqs")
+@_axis_option("--tokens", DEFAULT_TOKENS, "max-num-batched-tokens")
 @click.option(
     "--requests",
     type=click.IntRange(min=1),
