@@ -15,7 +15,7 @@ import httpx
 
 from app.cli.heatmap import Heatmap, write_heatmap_html, write_heatmap_png
 from app.cli.plot import INSTALL_HINT, has_matplotlib
-from app.cli.support import EXIT_API_ERROR, EXIT_UNREACHABLE, table
+from app.cli.support import EXIT_API_ERROR, EXIT_UNREACHABLE, output_option, table
 from deja.errors import ReplicaError, TuningError
 from sim.gpus import GPU_PROFILES
 from tuning.grid import (
@@ -301,12 +301,7 @@ def _report(
     type=click.FloatRange(min=0, min_open=True),
     help="SLO: recommend only cells with TTFT p99 at or below this.",
 )
-@click.option(
-    "--output",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=Path("tune-results.json"),
-    show_default=True,
-)
+@output_option("tune-results.json")
 @click.option(
     "--resume/--no-resume",
     default=True,
