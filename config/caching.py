@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Self
 
-from pydantic import BaseModel, Field, SecretStr, field_validator
+from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
 
 from config.values import (
     Bytes,
@@ -28,8 +28,14 @@ class CacheSettings(BaseModel):
     cache_enabled: bool = Field(True, description="Master switch for the response cache.")
     redis_url: str | None = Field(
         None,
-        description="Redis URL for the exact cache (and the shared θ store); unset = the "
-        "embedded store chosen by exact_store (disk by default).",
+        description="Redis URL for the exact cache (and the shared θ store, rate limits, "
+        "single-flight locks); redis+cluster:// or rediss+cluster:// = a Redis Cluster reached "
+        "through that node; unset = the embedded store chosen by exact_store (disk by default).",
+    )
+    redis_cluster: bool = Field(
+        False,
+        description="Treat a plain redis:// or rediss:// URL as a Redis Cluster (a managed "
+        "cluster-mode endpoint); the +cluster schemes select it without this.",
     )
     redis_client_cache: bool = Field(
         True,
@@ -45,7 +51,8 @@ class CacheSettings(BaseModel):
         None,
         description="The exact cache: disk = SQLite under data_dir with a bounded in-process "
         "tier in front (survives restarts); memory = the in-process tier alone; redis = "
-        "redis_url. Unset: redis when redis_url is set, else disk. A contradiction with "
+        "redis_url (one node or a cluster). Unset: redis when redis_url is set, else disk. "
+        "A contradiction with "
         "redis_url is refused at start-up.",
     )
     exact_sweep_seconds: PositiveFloat = Field(
@@ -173,6 +180,24 @@ class CacheSettings(BaseModel):
         None, description="Qdrant server URL; unset = embedded Qdrant Edge under data_dir."
     )
     qdrant_api_key: SecretStr | None = Field(None, description="API key for the Qdrant server.")
+    qdrant_shard_number: int | None = Field(
+        None,
+        ge=1,
+        description="Shards of a collection the gateway creates on a distributed Qdrant "
+        "(applied at creation only; unset = the server's default).",
+    )
+    qdrant_replication_factor: int | None = Field(
+        None,
+        ge=1,
+        description="Copies of each shard of a collection the gateway creates (applied at "
+        "creation only; unset = the server's default).",
+    )
+    qdrant_write_consistency_factor: int | None = Field(
+        None,
+        ge=1,
+        description="Replicas that must confirm a write before it succeeds (at most the "
+        "replication factor; applied at creation only).",
+    )
     embedder: Literal["onnx", "sentence-transformers"] = Field(
         "onnx", description="Embedding backend; sentence-transformers needs `pip install deja[st]`."
     )
@@ -222,3 +247,13 @@ class CacheSettings(BaseModel):
             except re.error as exc:
                 raise ValueError(f"temporal pattern {pattern!r} is not a regex: {exc}") from exc
         return value
+
+    @model_validator(mode="after")
+    def _check_write_consistency(self) -> Self:
+        wanted, copies = self.qdrant_write_consistency_factor, self.qdrant_replication_factor
+        if wanted is not None and copies is not None and wanted > copies:
+            raise ValueError(
+                f"qdrant_write_consistency_factor ({wanted}) cannot exceed "
+                f"qdrant_replication_factor ({copies})"
+            )
+        return self

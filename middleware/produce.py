@@ -22,6 +22,7 @@ chunks to every identical request waiting on it.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import AsyncGenerator, Callable
@@ -83,6 +84,8 @@ class Call:
         self.produced = produced
         #: A stream's bytes as they arrive (set by ``ProduceStep.open_stream``; None for JSON).
         self.source: AsyncGenerator[bytes, None] | None = None
+        #: The answer's background write (8), once started; None when it is not stored.
+        self.stored: asyncio.Task[None] | None = None
 
     def chunks(self) -> AsyncGenerator[bytes, None]:
         """The stream's raw bytes as they arrive; raises the upstream's error when it fails
@@ -212,8 +215,9 @@ class ProduceStep:
             )
         usage = answer.usage if answer is not None else usage_of_json(reply.body)
         produced = Produced(name, answer, body, usage)
-        self.done(req, lookup, rag, produced)
-        return Call(head, produced)
+        call = Call(head, produced)
+        call.stored = self.done(req, lookup, rag, produced)
+        return call
 
     async def open_stream(
         self, req: GatewayRequest, lookup: Lookup, rag: Retrieval, prefix_key: str | None
@@ -260,7 +264,7 @@ class ProduceStep:
             )
         usage = answer.usage if answer is not None else usage_of_stream(previous + last)
         call.produced = Produced(call.head.replica, answer, None, usage)
-        self.done(req, lookup, rag, call.produced)
+        call.stored = self.done(req, lookup, rag, call.produced)
 
     def parsed(self, parse: Callable[[], CachedAnswer | None]) -> CachedAnswer | None:
         """``parse()``, or None (logged) for an answer too malformed to cache."""
@@ -270,11 +274,15 @@ class ProduceStep:
             log.warning("not caching an answer that could not be parsed: %s", exc)
             return None
 
-    def done(self, req: GatewayRequest, lookup: Lookup, rag: Retrieval, produced: Produced) -> None:
+    def done(
+        self, req: GatewayRequest, lookup: Lookup, rag: Retrieval, produced: Produced
+    ) -> asyncio.Task[None] | None:
         """The call is complete: its tokens (the tuning workload) counted once, and its answer
-        stored (8) when it may be: never one built without the context retrieval failed on."""
+        stored (8) when it may be: never one built without the context retrieval failed on.
+        Returns the store's background write, if one started."""
         if produced.usage:
             self.metrics.tokens(req.model, produced.usage)
-        if produced.answer is not None and self.store_step is not None:
-            sources = source_records(rag.sources) if req.corpus is not None else None
-            self.store_step.store(req, lookup, produced.answer, sources)
+        if produced.answer is None or self.store_step is None:
+            return None
+        sources = source_records(rag.sources) if req.corpus is not None else None
+        return self.store_step.store(req, lookup, produced.answer, sources)

@@ -44,7 +44,7 @@ from middleware.lookup import Lookup
 
 log = logging.getLogger("deja.pipeline")
 
-Spawn = Callable[[Coroutine[Any, Any, None]], None]
+Spawn = Callable[[Coroutine[Any, Any, None]], object]
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,11 +16,20 @@ from deja.diskspace import DiskSpace
 from deja.embedding.base import Embedder
 from deja.vectors.collection import Collection, Schema
 from deja.vectors.edge import EdgeCollection
-from deja.vectors.qdrant import QdrantCollection
+from deja.vectors.qdrant import Distribution, QdrantCollection
 
 #: ``DEJA_QDRANT_URL`` value that runs the server backend on qdrant-client's in-process local
 #: mode (same client API, no server): for tests and demos only.
 QDRANT_LOCAL_MEMORY = ":memory:"
+
+
+def qdrant_distribution(settings: Settings) -> Distribution:
+    """Shards and replicas of the collections this gateway creates on a Qdrant server."""
+    return Distribution(
+        shard_number=settings.qdrant_shard_number,
+        replication_factor=settings.qdrant_replication_factor,
+        write_consistency_factor=settings.qdrant_write_consistency_factor,
+    )
 
 
 @dataclass(frozen=True)
@@ -67,5 +76,6 @@ class VectorBackend:
             indexes=indexes,
             timeout=timeout,
             maintenance_timeout=maintenance_timeout,
+            distribution=qdrant_distribution(settings),
             **server,
         )

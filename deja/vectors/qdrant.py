@@ -16,9 +16,11 @@ machines. Local mode ignores payload indexes (it filters by scanning).
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 import warnings
 from collections.abc import Coroutine
+from dataclasses import dataclass, fields
 from typing import Any, TypeVar
 
 from qdrant_client import AsyncQdrantClient, models
@@ -26,6 +28,8 @@ from qdrant_client import AsyncQdrantClient, models
 from deja.errors import VectorStoreError
 from deja.vectors.collection import Hit, Indexes, IndexKind, Point
 from deja.vectors.filters import Condition, Filter, Match, MatchAny
+
+log = logging.getLogger("deja.vectors")
 
 _T = TypeVar("_T")
 #: Points per scroll page.
@@ -69,6 +73,33 @@ async def call_within(what: str, call: Coroutine[Any, Any, _T], seconds: float) 
         raise VectorStoreError(f"{what} failed: {exc}") from exc
 
 
+@dataclass(frozen=True)
+class Distribution:
+    """How a distributed Qdrant spreads a new collection (``DEJA_QDRANT_SHARD_NUMBER``,
+    ``_REPLICATION_FACTOR``, ``_WRITE_CONSISTENCY_FACTOR``; None = the server's default).
+
+    Applied only when the collection is created: Qdrant cannot change a collection's shard
+    count afterwards, and a gateway that silently recreated a shared collection would drop
+    every cached answer of every gateway. A collection made before a setting changed is kept
+    as it is, with a one-line warning naming the setting (``mismatches``); resharding it is an
+    operator's decision (a new collection, or Qdrant's own tools)."""
+
+    shard_number: int | None = None
+    replication_factor: int | None = None
+    write_consistency_factor: int | None = None
+
+    def mismatches(self, params: models.CollectionParams) -> list[str]:
+        """The settings whose value differs from what the server reports for an existing
+        collection; a value the server does not report (None: qdrant-client's local mode
+        reports none) is not a difference."""
+        found = []
+        for item in fields(self):
+            wanted, actual = getattr(self, item.name), getattr(params, item.name, None)
+            if wanted is not None and actual is not None and wanted != actual:
+                found.append(f"DEJA_QDRANT_{item.name.upper()}={wanted} (collection has {actual})")
+        return found
+
+
 class QdrantCollection:
     """``Collection`` on a Qdrant server (or qdrant-client's local mode), cosine distance.
 
@@ -85,6 +116,7 @@ class QdrantCollection:
         timeout: seconds allowed to a request-path call.
         maintenance_timeout: seconds allowed to ``open`` and to calls marked ``maintenance``.
         prefer_grpc: talk gRPC (port 6334) rather than REST to a server built from ``url``.
+        distribution: shards and replicas of the collection when this creates it.
     """
 
     name = "qdrant"
@@ -101,6 +133,7 @@ class QdrantCollection:
         timeout: float = 0.5,
         maintenance_timeout: float = 10.0,
         prefer_grpc: bool = False,
+        distribution: Distribution | None = None,
     ) -> None:
         if (url is None) == (client is None):
             raise ValueError("pass exactly one of url or client")
@@ -111,6 +144,7 @@ class QdrantCollection:
         self.timeout = timeout
         self.maintenance_timeout = maintenance_timeout
         self._indexes = indexes
+        self.distribution = distribution or Distribution()
         #: A server is shared with other gateways; a client passed in (local mode) is not.
         self.shared = url is not None
         self.owns_client = client is None
@@ -138,9 +172,10 @@ class QdrantCollection:
         await self._call("open", self._ensure(), maintenance=True)
 
     async def _ensure(self) -> None:
-        """Create the collection and its indexes when missing; a concurrent creation by another
-        gateway is tolerated, another dimension is refused."""
-        client, name = self.client, self.collection
+        """Create the collection (sharded and replicated as ``distribution`` says) and its
+        indexes when missing; a concurrent creation by another gateway is tolerated, another
+        dimension is refused, another distribution is warned about."""
+        client, name, spread = self.client, self.collection, self.distribution
         if not await client.collection_exists(name):
             try:
                 await client.create_collection(
@@ -148,6 +183,9 @@ class QdrantCollection:
                     vectors_config=models.VectorParams(
                         size=self.dim, distance=models.Distance.COSINE
                     ),
+                    shard_number=spread.shard_number,
+                    replication_factor=spread.replication_factor,
+                    write_consistency_factor=spread.write_consistency_factor,
                 )
             except Exception:
                 if not await client.collection_exists(name):
@@ -156,6 +194,8 @@ class QdrantCollection:
         params = info.config.params.vectors
         if isinstance(params, models.VectorParams) and params.size != self.dim:
             raise ValueError(f"collection has dimension {params.size}, expected {self.dim}")
+        for mismatch in spread.mismatches(info.config.params):
+            log.warning("qdrant collection %r was created before %s: kept as it is", name, mismatch)
         existing = info.payload_schema or {}
         with warnings.catch_warnings():
             # Local mode warns that payload indexes have no effect there: expected.
