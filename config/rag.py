@@ -10,6 +10,8 @@ from typing import Annotated, Any, Literal, Self
 from pydantic import BaseModel, Field, field_validator, model_validator
 from pydantic_settings import NoDecode
 
+from config.values import Bytes, Count, NonNegativeInt, PositiveFloat
+
 
 class RagSettings(BaseModel):
     """Corpora and asking with retrieval."""
@@ -27,33 +29,31 @@ class RagSettings(BaseModel):
         le=512,
         description="Token budget of one chunk, its heading path included (MiniLM reads 256).",
     )
-    corpus_chunk_overlap: int = Field(
-        32, ge=0, description="Tokens a chunk repeats from the end of the one before it."
+    corpus_chunk_overlap: NonNegativeInt = Field(
+        32, description="Tokens a chunk repeats from the end of the one before it."
     )
-    corpus_max_file_bytes: int = Field(
-        20 * 1024 * 1024, ge=1024, description="Largest file ingested; larger ones are refused."
+    corpus_max_file_bytes: Bytes = Field(
+        20 * 1024 * 1024, description="Largest file ingested; larger ones are refused."
     )
-    corpus_max_pages: int = Field(
-        500, ge=1, description="Most pages of a PDF ingested; a longer one is refused unread."
+    corpus_max_pages: Count = Field(
+        500, description="Most pages of a PDF ingested; a longer one is refused unread."
     )
-    corpus_max_chunks: int = Field(
-        2000, ge=1, description="Most chunks one document may make; more is refused."
+    corpus_max_chunks: Count = Field(
+        2000, description="Most chunks one document may make; more is refused."
     )
-    corpus_parse_cpu_seconds: int = Field(
+    corpus_parse_cpu_seconds: Count = Field(
         30,
-        ge=1,
         description="CPU seconds a PDF's parse may take, in its own worker process (killed "
         "past it, or when the ingesting client goes away): a 33 KB PDF once took 205 s.",
     )
     corpus_embed_batch: int = Field(
         32, ge=1, le=1024, description="Chunks embedded per call during ingestion."
     )
-    rag_retrieval_timeout_seconds: float = Field(
-        1.0, gt=0, description="Budget of one retrieval from a corpus; past it, RetrievalError."
+    rag_retrieval_timeout_seconds: PositiveFloat = Field(
+        1.0, description="Budget of one retrieval from a corpus; past it, RetrievalError."
     )
-    corpus_refresh_seconds: float = Field(
+    corpus_refresh_seconds: PositiveFloat = Field(
         30.0,
-        gt=0,
         description="How often the corpus list is re-read from a shared Qdrant server (other "
         "gateways' ingests).",
     )
