@@ -265,21 +265,8 @@ class EdgeCollection:
         flt = edge_filter(where)
 
         def read(shard: qe.EdgeShard) -> list[list[float]]:
-            found: list[list[float]] = []
-            offset: qe.PointId | None = None
-            while True:
-                records, offset = shard.scroll(
-                    qe.ScrollRequest(
-                        offset=offset,
-                        limit=SCROLL_PAGE,
-                        filter=flt,
-                        with_payload=False,
-                        with_vector=[""],
-                    )
-                )
-                found.extend(v for r in records if (v := _dense(r.vector)) is not None)
-                if offset is None:
-                    return found
+            records = _records(shard, flt, with_payload=False, with_vector=[""])
+            return [v for r in records if (v := _dense(r.vector)) is not None]
 
         return await self._run("scroll", read)
 
@@ -347,20 +334,22 @@ def _scroll(
     shard: qe.EdgeShard, flt: qe.Filter | None, selector: qe.PayloadSelector | None
 ) -> list[dict[str, Any]]:
     """Every matching point's payload (executor thread)."""
-    payloads: list[dict[str, Any]] = []
+    records = _records(shard, flt, with_payload=selector if selector is not None else True)
+    return [r.payload for r in records if r.payload is not None]
+
+
+def _records(shard: qe.EdgeShard, flt: qe.Filter | None, **selected: Any) -> list[qe.Record]:
+    """Every matching point, page by page, with what ``selected`` asks for (``with_payload``,
+    ``with_vector``) (executor thread)."""
+    found: list[qe.Record] = []
     offset: qe.PointId | None = None
     while True:
         records, offset = shard.scroll(
-            qe.ScrollRequest(
-                offset=offset,
-                limit=SCROLL_PAGE,
-                filter=flt,
-                with_payload=selector if selector is not None else True,
-            )
+            qe.ScrollRequest(offset=offset, limit=SCROLL_PAGE, filter=flt, **selected)
         )
-        payloads.extend(r.payload for r in records if r.payload is not None)
+        found.extend(records)
         if offset is None:
-            return payloads
+            return found
 
 
 def _edge_sparse(sparse: Sparse) -> qe.SparseVector:

@@ -293,20 +293,8 @@ class QdrantCollection:
         return await self._call("scroll", self._vectors(qdrant_filter(where)), maintenance=True)
 
     async def _vectors(self, flt: models.Filter | None) -> list[list[float]]:
-        found: list[list[float]] = []
-        offset: models.ExtendedPointId | None = None
-        while True:
-            records, offset = await self.client.scroll(
-                self.collection,
-                scroll_filter=flt,
-                limit=SCROLL_PAGE,
-                offset=offset,
-                with_payload=False,
-                with_vectors=[""],
-            )
-            found.extend(v for r in records if (v := _dense(r.vector)) is not None)
-            if offset is None:
-                return found
+        records = await self._records(flt, with_payload=False, with_vectors=[""])
+        return [v for r in records if (v := _dense(r.vector)) is not None]
 
     async def delete_ids(self, ids: list[str]) -> None:
         if not ids:
@@ -355,19 +343,21 @@ class QdrantCollection:
     async def _scroll(
         self, flt: models.Filter | None, selector: models.PayloadSelectorExclude | None
     ) -> list[dict[str, Any]]:
-        payloads: list[dict[str, Any]] = []
+        records = await self._records(flt, with_payload=selector if selector is not None else True)
+        return [r.payload for r in records if r.payload is not None]
+
+    async def _records(self, flt: models.Filter | None, **selected: Any) -> list[models.Record]:
+        """Every matching point, page by page, with what ``selected`` asks for
+        (``with_payload``, ``with_vectors``)."""
+        found: list[models.Record] = []
         offset: models.ExtendedPointId | None = None
         while True:
             records, offset = await self.client.scroll(
-                self.collection,
-                scroll_filter=flt,
-                limit=SCROLL_PAGE,
-                offset=offset,
-                with_payload=selector if selector is not None else True,
+                self.collection, scroll_filter=flt, limit=SCROLL_PAGE, offset=offset, **selected
             )
-            payloads.extend(r.payload for r in records if r.payload is not None)
+            found.extend(records)
             if offset is None:
-                return payloads
+                return found
 
     async def facet(self, key: str, *, limit: int) -> dict[str, int]:
         response = await self._call(
