@@ -55,7 +55,8 @@ class VectorBackend:
     def collection(
         self, schema: Schema, embedder: Embedder, *, timeout: float, maintenance_timeout: float
     ) -> Collection:
-        """The schema's collection for ``embedder`` on the chosen backend (not yet opened)."""
+        """The schema's collection for ``embedder`` on the chosen backend (not yet opened),
+        with the BM25 sparse vector when the schema asks for one (the corpora's chunks)."""
         settings = self.settings
         name, dim, indexes = (
             schema.collection(embedder.model_id, embedder.dim),
@@ -64,7 +65,12 @@ class VectorBackend:
         )
         if not settings.qdrant_url:
             return EdgeCollection(
-                settings.data_dir, collection=name, dim=dim, indexes=indexes, space=self.space
+                settings.data_dir,
+                collection=name,
+                dim=dim,
+                indexes=indexes,
+                space=self.space,
+                sparse=schema.sparse,
             )
         server: dict[str, Any] = {"client": self.local}
         if self.local is None:
@@ -76,6 +82,7 @@ class VectorBackend:
             indexes=indexes,
             timeout=timeout,
             maintenance_timeout=maintenance_timeout,
+            sparse=schema.sparse,
             distribution=qdrant_distribution(settings),
             **server,
         )
