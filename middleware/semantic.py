@@ -132,6 +132,7 @@ class SemanticStep:
         try:
             async with asyncio.timeout(self.settings.timeout):
                 embedding = asyncio.ensure_future(self.cache.embed(query))
+                embedding.add_done_callback(seen)
                 # Shielded: the store step needs the vector even when the lookup gives up.
                 vector = await asyncio.shield(embedding)
                 lookup, ranked = await self.candidates(req, lookup, query, vector)
@@ -316,8 +317,6 @@ class SemanticStep:
         classifier = self.checks.classifier
         if lookup.query is None or lookup.vector is not None:
             return lookup
-        if lookup.embedding is None and classifier is None:
-            return lookup  # nothing to classify: SemanticCache.add embeds it
         try:
             if lookup.embedding is not None:
                 vector: list[float] | None = await lookup.embedding
@@ -327,6 +326,7 @@ class SemanticStep:
             self.failed(exc)
             vector = None
         if vector is None:  # failed, or no slot came (counted as shed)
+            # Without a classifier nothing needs deciding: stored, SemanticCache.add retries.
             return None if classifier is not None else dataclasses.replace(lookup, embedding=None)
         if classifier is not None and classifier.volatile(vector):
             self.metrics.count(self.metrics.bypasses, "temporal")
@@ -353,12 +353,18 @@ class SemanticStep:
 
 
 def pending(embedding: asyncio.Future[list[float]] | None) -> asyncio.Future[list[float]] | None:
-    """An embedding a failed lookup leaves running, for the store step to await; its failure
-    is marked as seen, since nobody may await it (a miss not stored)."""
+    """The embedding a failed lookup leaves running, for the store step to await; None when
+    there is none or it failed (the store step embeds again)."""
     if embedding is None or (embedding.done() and embedding.exception() is not None):
-        return None  # nothing running: the store step embeds it again
-    embedding.add_done_callback(lambda done: done.cancelled() or done.exception())
+        return None
     return embedding
+
+
+def seen(embedding: asyncio.Future[list[float]]) -> None:
+    """Mark a shielded embedding's failure as seen: nobody may await it (the client left, or
+    the miss is not stored), and asyncio would log it as never retrieved."""
+    if not embedding.cancelled():
+        embedding.exception()
 
 
 def without(lookup: Lookup, ranked: list[Scored], orphans: set[str]) -> Lookup:
