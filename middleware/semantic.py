@@ -325,7 +325,7 @@ class SemanticStep:
         except SEMANTIC_ERRORS as exc:
             self.failed(exc)
             vector = None
-        if vector is None:  # failed, or no slot came (counted as shed)
+        if vector is None:  # failed, or no slot came
             # Without a classifier nothing needs deciding: stored, SemanticCache.add retries.
             return None if classifier is not None else dataclasses.replace(lookup, embedding=None)
         if classifier is not None and classifier.volatile(vector):
@@ -334,11 +334,11 @@ class SemanticStep:
         return dataclasses.replace(lookup, vector=vector, embedding=None)
 
     async def embed_queued(self, query: SemanticQuery) -> list[float] | None:
-        """Embed in the lookups' queue (so background work never crowds out the lookups on
-        the embedder's thread), waiting up to ``SETTLE_WAIT_SECONDS`` for a slot; None (and
-        counted as shed) when none came."""
-        if not await self.slots.acquire(SETTLE_WAIT_SECONDS):
-            self.metrics.count(self.metrics.semantic_errors, "shed")
+        """Embed in the lookups' queue, behind every lookup (so background work never crowds
+        them out on the embedder's thread), waiting up to ``SETTLE_WAIT_SECONDS`` for a slot;
+        None (counted as a semantic store error) when none came."""
+        if not await self.slots.acquire(SETTLE_WAIT_SECONDS, background=True):
+            self.metrics.count(self.metrics.store_errors, "semantic")
             return None
         try:
             return await self.cache.embed(query)

@@ -77,19 +77,39 @@ async def test_a_cancelled_waiter_frees_its_place_and_a_granted_one_its_slot() -
     slots.release()
 
 
-async def test_timeouts_halve_the_slots_and_lookups_in_time_grow_them_back() -> None:
-    slots = LookupSlots(4, wait=1.0)
-    slots.timed_out()
-    slots.timed_out()
-    assert int(slots.cap) == 1
-    assert await slots.acquire()
-    second = asyncio.ensure_future(slots.acquire())
+async def test_timeouts_halve_the_slots_down_to_two_and_lookups_in_time_grow_them_back() -> None:
+    slots = LookupSlots(8, wait=1.0)
+    for _ in range(5):
+        slots.timed_out()
+    assert slots.cap == 2.0  # one embedding while another is verified, whatever happens
+    assert await slots.acquire() and await slots.acquire()
+    third = asyncio.ensure_future(slots.acquire())
     await asyncio.sleep(0.01)
-    assert not second.done()  # one slot open now
+    assert not third.done()
     for _ in range(10):
         slots.in_time()
-    assert await second  # the slot that grew back is handed to the waiter at once
-    assert slots.running == 2
+    assert await third  # the slot that grew back is handed to the waiter at once
+    assert slots.running == 3
     for _ in range(100):
         slots.in_time()
-    assert slots.cap == 4.0
+    assert slots.cap == 8.0
+
+
+async def test_background_work_waits_behind_every_lookup() -> None:
+    slots = LookupSlots(1, wait=5.0)
+    assert await slots.acquire()
+    order: list[str] = []
+
+    async def take(name: str, background: bool) -> None:
+        assert await slots.acquire(background=background)
+        order.append(name)
+        await asyncio.sleep(0.01)
+        slots.release()
+
+    tasks = [asyncio.ensure_future(take("settle", True))]
+    await asyncio.sleep(0)
+    tasks += [asyncio.ensure_future(take(f"lookup{i}", False)) for i in range(2)]
+    await asyncio.sleep(0.01)
+    slots.release()
+    await asyncio.gather(*tasks)
+    assert order == ["lookup0", "lookup1", "settle"]
