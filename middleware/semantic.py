@@ -128,6 +128,7 @@ class SemanticStep:
         if not await self.slots.acquire():
             self.metrics.count(self.metrics.semantic_errors, "shed")
             return lookup  # a safe miss, nothing started: stored (classified first) as any other
+        slot = time.perf_counter()
         embedding: asyncio.Future[list[float]] | None = None
         try:
             async with asyncio.timeout(self.settings.timeout):
@@ -138,15 +139,14 @@ class SemanticStep:
                 lookup, ranked = await self.candidates(req, lookup, query, vector)
         except SEMANTIC_ERRORS as exc:
             self.failed(exc)
-            if isinstance(exc, TimeoutError):
-                self.slots.timed_out()
             # The question is kept: its answer is still indexed, with the vector being made.
             return dataclasses.replace(lookup, embedding=pending(embedding))
         finally:  # every attempt counts, failed ones too (the timeout alert divides by it)
             self.slots.release()
-            self.metrics.lookup("semantic", time.perf_counter() - started)
+            ended = time.perf_counter()
+            self.slots.finished(ended - slot, self.settings.timeout)
+            self.metrics.lookup("semantic", ended - started)
         self.outage.ok()
-        self.slots.in_time()
         if lookup.outcome is Outcome.BYPASS or not ranked:
             return lookup
         result = await self.decide(req, lookup, query, ranked)

@@ -13,9 +13,10 @@ absorbs the rest.
 Background work (the embedding a shed lookup's answer still needs before it is stored) waits
 behind every lookup: it never takes a lookup's place in line.
 
-The number of slots halves on each lookup that still timed out (the machine is slower than
-``limit`` assumes, e.g. shared), down to two (one embedding while another is verified), and
-grows back by 0.1 per lookup that finished in time.
+The number of slots follows the lookups' own latency, so that a slot's work fits the budget
+on the machine as it is (e.g. shared): it halves on a lookup that still timed out, loses a
+quarter on one that took more than half its budget, and grows back by 0.1 per lookup faster
+than that; never below one or above ``limit``.
 """
 
 from __future__ import annotations
@@ -24,9 +25,6 @@ import asyncio
 import collections
 
 Line = collections.deque[asyncio.Future[None]]
-
-#: The fewest slots timeouts leave open: one lookup embedding while another is verified.
-FLOOR = 2
 
 
 class LookupSlots:
@@ -37,8 +35,7 @@ class LookupSlots:
             raise ValueError("limit must be at least 1")
         self.limit = limit
         self.wait = wait
-        #: Slots open now: ``limit``, halved on each timeout (not below ``FLOOR``), +0.1 per
-        #: lookup in time.
+        #: Slots open now (:meth:`finished`).
         self.cap = float(limit)
         self.running = 0
         self._lines: tuple[Line, Line] = (collections.deque(), collections.deque())
@@ -76,14 +73,16 @@ class LookupSlots:
         self.running -= 1
         self._grant()
 
-    def timed_out(self) -> None:
-        """A lookup holding a slot ran out of its budget: fewer lookups at once."""
-        self.cap = max(float(min(FLOOR, self.limit)), self.cap / 2)
-
-    def in_time(self) -> None:
-        """A lookup finished within its budget: one more slot every ten of them."""
-        self.cap = min(float(self.limit), self.cap + 0.1)
-        self._grant()
+    def finished(self, seconds: float, budget: float) -> None:
+        """A lookup that held a slot took ``seconds`` of its ``budget`` (``>=``: it timed
+        out): fewer slots when it was slow, one more every ten lookups when it was not."""
+        if seconds >= budget:
+            self.cap = max(1.0, self.cap / 2)
+        elif seconds > budget / 2:
+            self.cap = max(1.0, self.cap - 0.25)
+        else:
+            self.cap = min(float(self.limit), self.cap + 0.1)
+            self._grant()
 
     def _grant(self) -> None:
         for line in self._lines:  # lookups first

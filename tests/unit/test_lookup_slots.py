@@ -77,21 +77,25 @@ async def test_a_cancelled_waiter_frees_its_place_and_a_granted_one_its_slot() -
     slots.release()
 
 
-async def test_timeouts_halve_the_slots_down_to_two_and_lookups_in_time_grow_them_back() -> None:
+async def test_slow_lookups_close_slots_and_fast_ones_open_them_again() -> None:
     slots = LookupSlots(8, wait=1.0)
-    for _ in range(5):
-        slots.timed_out()
-    assert slots.cap == 2.0  # one embedding while another is verified, whatever happens
-    assert await slots.acquire() and await slots.acquire()
-    third = asyncio.ensure_future(slots.acquire())
+    slots.finished(0.3, 0.25)  # timed out: halved
+    assert slots.cap == 4.0
+    slots.finished(0.2, 0.25)  # over half the budget: a quarter less
+    assert slots.cap == 3.75
+    for _ in range(20):
+        slots.finished(0.3, 0.25)
+    assert slots.cap == 1.0  # never below one
+    assert await slots.acquire()
+    second = asyncio.ensure_future(slots.acquire())
     await asyncio.sleep(0.01)
-    assert not third.done()
+    assert not second.done()
     for _ in range(10):
-        slots.in_time()
-    assert await third  # the slot that grew back is handed to the waiter at once
-    assert slots.running == 3
+        slots.finished(0.01, 0.25)
+    assert await second  # the slot that grew back is handed to the waiter at once
+    assert slots.running == 2
     for _ in range(100):
-        slots.in_time()
+        slots.finished(0.01, 0.25)
     assert slots.cap == 8.0
 
 
