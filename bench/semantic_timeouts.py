@@ -44,6 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.common import (
     MODEL_CACHE_DIR,
     REPO_ROOT,
+    cpu_seconds,
     free_port,
     load_note,
     log_dir,
@@ -183,12 +184,6 @@ COLUMNS = [
     "all CPU ms/req",
     "errors",
 ]
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU of a process (and its threads) so far, from /proc."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def measure(
