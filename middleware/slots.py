@@ -5,7 +5,8 @@ embedder and, when its candidate is verified, 22 ms of verifier CPU (measured, M
 one thread each; batching saves at most 8-9% there and changes the scores, since the work
 grows with the tokens). Under load every lookup let in at once shares the same two threads,
 so all of them slow down together and all of them run out of ``semantic_timeout_seconds``
-together (issue 19). Here at most ``limit`` lookups hold a slot; the others wait their turn in
+together (issue 19: 112 of 113 lookups at 8 clients before the queue).
+Here at most ``limit`` lookups hold a slot; the others wait their turn in
 arrival order, for at most ``wait`` seconds, then are shed (a safe miss) without having
 started any work. A slot's own work is then short enough to fit the budget, and the queue
 absorbs the rest.
