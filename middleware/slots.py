@@ -17,7 +17,7 @@ behind every lookup: it never takes a lookup's place in line.
 The number of slots follows the lookups' own latency, so that a slot's work fits the budget
 on the machine as it is (e.g. shared): it halves on a lookup that still timed out, loses a
 quarter on one that took more than half its budget, and grows back by 0.1 per lookup faster
-than that; never below two (``FLOOR``) or above ``limit``.
+than that; never below one or above ``limit``.
 """
 
 from __future__ import annotations
@@ -26,10 +26,6 @@ import asyncio
 import collections
 
 Line = collections.deque[asyncio.Future[None]]
-
-#: The fewest slots slow lookups leave open: one lookup embedding while another is verified
-#: (with one, the two threads take turns and a 2-core machine does ~25 lookups/s, not ~70).
-FLOOR = 2
 
 
 class LookupSlots:
@@ -81,11 +77,10 @@ class LookupSlots:
     def finished(self, seconds: float, budget: float) -> None:
         """A lookup that held a slot took ``seconds`` of its ``budget`` (``>=``: it timed
         out): fewer slots when it was slow, one more every ten lookups when it was not."""
-        floor = float(min(FLOOR, self.limit))
         if seconds >= budget:
-            self.cap = max(floor, self.cap / 2)
+            self.cap = max(1.0, self.cap / 2)
         elif seconds > budget / 2:
-            self.cap = max(floor, self.cap - 0.25)
+            self.cap = max(1.0, self.cap - 0.25)
         else:
             self.cap = min(float(self.limit), self.cap + 0.1)
             self._grant()
