@@ -9,7 +9,7 @@ answer is still indexed; when the failure came before the temporal classifier co
 and stores nothing it cannot classify (issue 19: a timeout once let "Is there a queue at the
 DMV?" be stored and served, and left 71 vectors for 343 answers); a vector the timed-out
 lookup was still making is awaited there, not made twice. At most ``max_pending`` lookups
-embed and verify at once (fewer while lookups time out); the others wait their turn in line
+embed and verify at once (fewer while they run slow); the others wait their turn in line
 for up to ``queue_wait`` seconds before their own ``timeout`` starts, then are skipped
 (``shed``), a safe miss with no work started (``middleware.slots``). A candidate the
 calibration table vetoes (a number the query does not share …) is never sent to the verifier:
@@ -355,7 +355,9 @@ class SemanticStep:
 def pending(embedding: asyncio.Future[list[float]] | None) -> asyncio.Future[list[float]] | None:
     """The embedding a failed lookup leaves running, for the store step to await; None when
     there is none or it failed (the store step embeds again)."""
-    if embedding is None or (embedding.done() and embedding.exception() is not None):
+    if embedding is None or (
+        embedding.done() and (embedding.cancelled() or embedding.exception() is not None)
+    ):
         return None
     return embedding
 
