@@ -14,7 +14,7 @@ import pytest
 from prometheus_client import generate_latest
 
 from deja.cache.entry import CachedAnswer
-from deja.errors import VerifierError
+from deja.errors import EmbedderError, VerifierError
 from deja.observability.lookups import RecentLookups
 from deja.observability.metrics import Metrics
 from deja.request import CachePolicy, Outcome
@@ -69,10 +69,14 @@ class FakeCache:
         self.limit = 0
         self.embedded = 0
         self.delay = 0.0
+        self.fail = 0  # the next this many embeddings fail
 
     async def embed(self, query: Any) -> list[float]:
         self.embedded += 1
         await asyncio.sleep(self.delay)
+        if self.fail:
+            self.fail -= 1
+            raise EmbedderError("embedding failed: boom")
         return [0.1] * 4
 
     async def search(self, query: Any, vector: Any, *, max_age: Any, limit: int) -> Any:
@@ -389,6 +393,19 @@ async def test_a_failed_lookup_keeps_its_question_for_the_store() -> None:
     semantic, _ = step(POINTS, FakeVerifier(probs(0.9, 0.9, 0.9, 0.9), delay=0.2), timeout=0.01)
     failed = await lookup(semantic)
     assert failed.outcome is Outcome.MISS and failed.query is not None
+
+
+async def test_a_failed_embedding_is_made_again_in_the_queue_for_the_store() -> None:
+    """An embedding that failed is not handed on: the store step embeds the question again,
+    in the lookups' queue behind every lookup, and gets its vector."""
+    semantic, _ = step(POINTS, FakeVerifier(probs(0.9, 0.9, 0.9, 0.9)))
+    cache: FakeCache = semantic.cache  # type: ignore[assignment]
+    cache.fail = 1
+    failed = await lookup(semantic)
+    assert failed.outcome is Outcome.MISS and failed.embedding is None
+    settled = await semantic.settle(failed)
+    assert settled is not None and settled.vector == [0.1] * 4
+    assert cache.embedded == 2 and semantic.slots.running == 0
 
 
 VETO_TABLE = parse_table(
