@@ -58,8 +58,9 @@ dev: $(DEV_STAMP)
 run: $(RUNTIME_STAMP)
 	DEJA_CORPUS_PRELOAD="$${DEJA_CORPUS_PRELOAD-deja-docs=docs,README.md}" $(BIN)/deja serve --demo
 
-# The suite starts its own redis-server on a free port (tests/conftest.py) unless
-# DEJA_TEST_REDIS_URL names one; this only makes sure the binary exists.
+# The suite starts its own redis-server and a local Redis Cluster (3 masters + 3 replicas, the
+# same binary with cluster-enabled, joined by redis-cli) on free ports (tests/conftest.py) unless
+# DEJA_TEST_REDIS_URL / DEJA_TEST_REDIS_CLUSTER_URL name them; this only makes sure the binaries exist.
 redis-server:
 	@command -v redis-server >/dev/null || { \
 	  echo "redis-server not found: installing it with apt-get"; \

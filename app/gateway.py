@@ -165,7 +165,7 @@ class Gateway:
         lock_data_dir(stack, settings)
         tracing, metrics = _telemetry(stack, settings, span_exporter)
         replicas = await Replicas.open(stack, settings, metrics)
-        redis = open_redis(stack, settings)
+        redis = await open_redis(stack, settings)
         exact = await exact_store(stack, settings, redis)
         embedder = open_embedder(stack, settings)
         settings, space = data_disk(settings, embedder, metrics)

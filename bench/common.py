@@ -8,6 +8,7 @@ Linux, a parent-death signal), so an aborted benchmark leaves nothing behind.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import atexit
 import contextlib
 import ctypes
@@ -348,6 +349,57 @@ def start_bare_server(name: str, body_file: Path, headers_file: Path, *, cpu: in
     proc = start_process(name, cmd, cpu=cpu, port=port)
     wait_ready(proc, "/healthz")
     return proc
+
+
+# --------------------------------------------------------------------------------------------
+# the ASGI app called in-process (no sockets, no load generator: the gateway's own CPU)
+
+
+def asgi_scope(
+    raw: bytes,
+    extra_headers: Sequence[tuple[bytes, bytes]] = (),
+    path: str = "/v1/chat/completions",
+) -> dict[str, Any]:
+    """The HTTP scope uvicorn would build for a JSON POST of ``raw`` to ``path``."""
+    headers = [
+        (b"host", HOST.encode()),
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(raw)).encode()),
+        *extra_headers,
+    ]
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": headers,
+        "client": (HOST, 1),
+        "server": (HOST, 2),
+    }
+
+
+async def asgi_call(app: Any, raw: bytes, scope: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """One request through the ASGI ``app``: the body in one message, a client that never
+    disconnects; returns the messages the app sent."""
+    sent: list[dict[str, Any]] = []
+    messages = [{"type": "http.request", "body": raw, "more_body": False}]
+
+    async def receive() -> dict[str, Any]:
+        if messages:
+            return messages.pop()
+        await asyncio.sleep(3600)  # the client never disconnects
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    await app(dict(scope), receive, send)
+    return sent
 
 
 # --------------------------------------------------------------------------------------------

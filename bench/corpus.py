@@ -3,7 +3,9 @@
 The real corpus is the Python 3.11 documentation as Debian ships it (``apt-get install
 python3.11-doc``: Sphinx HTML under /usr/share/doc/python3.11/html). By default its tutorial
 (17 pages, 0.9 MB, about 500 chunks: about a minute of embedding on one busy core);
-``--sections tutorial howto reference`` ingests more.
+``--sections tutorial howto reference`` ingests more. ``--paragraphs N`` ingests instead the
+first N one-paragraph pages of WikiQA (``../shared/data/wikiqa_train.jsonl.gz``: a Wikipedia
+summary paragraph each, about two 200-token chunks), the case of issue 21's 2,328-page folder.
 
 A. Ingest, side by side in one run, on Qdrant Edge with the real ONNX embedder:
    * ``Corpora.ingest`` of every page (parse, chunk, embed, upsert): chunks/s;
@@ -11,7 +13,8 @@ A. Ingest, side by side in one run, on Qdrant Edge with the real ONNX embedder:
      sample of the same chunk texts: their rates beside the ingest rate say where the time goes;
    * a second ``Corpora.ingest`` of the same pages (all unchanged): files/s.
 B. Retrieval latency through ``Corpora.retrieve`` (k=5, filtered by tenant and corpus, the
-   over-fetch and version filter included) at 10k and 100k chunks. The chunks are NOT all
+   over-fetch and version filter included) at 10k chunks (``--sizes 10000 100000`` adds 100k:
+   minutes more). The chunks are NOT all
    embedded (100k would take hours here): each is one of A's embedded sample chunks (its real
    vector and text) plus Gaussian noise on the vector (sigma 0.03 per dimension, cosine ~0.86 to
    its source), spread over 20 tenants x 2 corpora, plus one large corpus holding
@@ -20,6 +23,9 @@ B. Retrieval latency through ``Corpora.retrieve`` (k=5, filtered by tenant and c
    hit is checked against an exact numpy search over its corpus.
 
     .venv/bin/python bench/corpus.py [--sections tutorial] [--sizes 10000 100000]
+    .venv/bin/python bench/corpus.py --paragraphs 100 --sample 60   # issue 21's one-paragraph case
+
+Each runs in under three minutes on the 2-core machine (the embedder is most of it).
 
 Writes bench/results/corpus.json. Figures come from a shared 2-core machine: see the load note.
 """
@@ -28,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gzip
 import json
 import random
 import shutil
@@ -106,6 +113,18 @@ def source_files(sections: list[str]) -> list[SourceFile]:
         for document, path in collect([DOCS / section], DOCS).files:
             files.append(SourceFile(document, path.read_bytes(), content_type_for(path)))
     return files
+
+
+def paragraph_files(n: int) -> list[SourceFile]:
+    """The first ``n`` distinct WikiQA pages, one plain-text document each."""
+    data = Path(__file__).resolve().parents[2] / "shared" / "data" / "wikiqa_train.jsonl.gz"
+    pages: dict[str, None] = {}
+    with gzip.open(data, "rt") as fh:
+        for line in fh:
+            pages.setdefault(" ".join(json.loads(line)["sentences"]))
+            if len(pages) == n:
+                break
+    return [SourceFile(f"page-{i}.txt", p.encode(), "text/plain") for i, p in enumerate(pages)]
 
 
 def parse_and_chunk(files: list[SourceFile], model_id: str) -> list[str]:
@@ -267,8 +286,8 @@ async def bench_retrieval(
     return results
 
 
-def report(ingest: dict[str, Any], retrieval: list[dict[str, Any]]) -> None:
-    banner("A. ingest: Python 3.11 docs (python3.11-doc), Qdrant Edge, ONNX MiniLM")
+def report(ingest: dict[str, Any], retrieval: list[dict[str, Any]], source: str) -> None:
+    banner(f"A. ingest: {source}, Qdrant Edge, ONNX MiniLM")
     print(
         f"{ingest['files']} files, {ingest['bytes'] / 1e6:.2f} MB -> {ingest['chunks']} chunks "
         f"({len(ingest['failed'])} failed)"
@@ -325,8 +344,9 @@ def report(ingest: dict[str, Any], retrieval: list[dict[str, Any]]) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sections", nargs="+", default=["tutorial"])
+    parser.add_argument("--paragraphs", type=int, default=0, help="WikiQA pages instead")
     parser.add_argument("--sample", type=int, default=150, help="chunks embedded alone (A)")
-    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000])
     parser.add_argument("--tenants", type=int, default=20)
     parser.add_argument("--large-share", type=float, default=0.3)
     parser.add_argument("--queries", type=int, default=400)
@@ -334,11 +354,11 @@ def main() -> int:
     parser.add_argument("--batch", type=int, default=2000)
     parser.add_argument("--output", type=Path, default=RESULTS_DIR / "corpus.json")
     args = parser.parse_args()
-    if not DOCS.is_dir():
+    if not args.paragraphs and not DOCS.is_dir():
         print(f"{DOCS} is missing: apt-get install python3.11-doc", file=sys.stderr)
         return 2
     print(load_note())
-    files = source_files(args.sections)
+    files = paragraph_files(args.paragraphs) if args.paragraphs else source_files(args.sections)
     workdir = Path(tempfile.mkdtemp(prefix="deja-corpus-bench-"))
 
     async def run() -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -354,7 +374,8 @@ def main() -> int:
         ingest, retrieval = asyncio.run(run())
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    report(ingest, retrieval)
+    source = "WikiQA one-paragraph pages" if args.paragraphs else "Python 3.11 docs"
+    report(ingest, retrieval, source)
     args.output.parent.mkdir(parents=True, exist_ok=True)
     record = {"args": {k: str(v) for k, v in vars(args).items()}, "ingest": ingest}
     args.output.write_text(json.dumps({**record, "retrieval": retrieval}, indent=2))

@@ -25,6 +25,8 @@ from typing import Any
 BENCH_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH_DIR.parent))
 
+from common import asgi_call, asgi_scope  # noqa: E402
+
 from app.main import create_app  # noqa: E402
 from config.settings import Settings  # noqa: E402
 from sim.config import SimConfig  # noqa: E402
@@ -38,43 +40,12 @@ BODY = json.dumps(
     },
     separators=(",", ":"),
 ).encode()
-HEADERS = [
-    (b"host", b"127.0.0.1"),
-    (b"content-type", b"application/json"),
-    (b"content-length", str(len(BODY)).encode()),
-]
-SCOPE = {
-    "type": "http",
-    "asgi": {"version": "3.0"},
-    "http_version": "1.1",
-    "method": "POST",
-    "scheme": "http",
-    "path": "/v1/chat/completions",
-    "raw_path": b"/v1/chat/completions",
-    "query_string": b"",
-    "root_path": "",
-    "headers": HEADERS,
-    "client": ("127.0.0.1", 1),
-    "server": ("127.0.0.1", 2),
-}
+SCOPE = asgi_scope(BODY)
 
 
 async def one(app: Any) -> list[dict[str, Any]]:
-    """One request through the ASGI app; returns what it sent."""
-    sent: list[dict[str, Any]] = []
-    messages = [{"type": "http.request", "body": BODY, "more_body": False}]
-
-    async def receive() -> dict[str, Any]:
-        if messages:
-            return messages.pop()
-        await asyncio.sleep(3600)  # the client never disconnects
-        return {"type": "http.disconnect"}
-
-    async def send(message: dict[str, Any]) -> None:
-        sent.append(message)
-
-    await app(dict(SCOPE), receive, send)
-    return sent
+    """One exact-hit request through the ASGI app; returns what it sent."""
+    return await asgi_call(app, BODY, SCOPE)
 
 
 async def measure(

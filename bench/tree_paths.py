@@ -28,6 +28,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from common import asgi_call, asgi_scope
+
 BENCH_DIR = Path(__file__).resolve().parent
 PATHS = ("exact", "miss", "stream")
 NO_CACHE = b"no-cache, no-store"
@@ -45,45 +47,8 @@ def body(stream: bool) -> bytes:
 
 
 def scope(raw: bytes, path: str) -> dict[str, Any]:
-    headers = [
-        (b"host", b"127.0.0.1"),
-        (b"content-type", b"application/json"),
-        (b"content-length", str(len(raw)).encode()),
-    ]
-    if path != "exact":
-        headers.append((b"cache-control", NO_CACHE))
-    return {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": "/v1/chat/completions",
-        "raw_path": b"/v1/chat/completions",
-        "query_string": b"",
-        "root_path": "",
-        "headers": headers,
-        "client": ("127.0.0.1", 1),
-        "server": ("127.0.0.1", 2),
-    }
-
-
-async def one(app: Any, raw: bytes, request_scope: dict[str, Any]) -> list[dict[str, Any]]:
-    """One request through the ASGI app; returns what it sent."""
-    sent: list[dict[str, Any]] = []
-    messages = [{"type": "http.request", "body": raw, "more_body": False}]
-
-    async def receive() -> dict[str, Any]:
-        if messages:
-            return messages.pop()
-        await asyncio.sleep(3600)  # the client never disconnects
-        return {"type": "http.disconnect"}
-
-    async def send(message: dict[str, Any]) -> None:
-        sent.append(message)
-
-    await app(dict(request_scope), receive, send)
-    return sent
+    """The request's scope; the two miss paths ask the gateway not to read or write the cache."""
+    return asgi_scope(raw, [(b"cache-control", NO_CACHE)] if path != "exact" else [])
 
 
 async def worker(path: str, requests: int, rounds: int, calls: bool = False) -> list[float]:
@@ -116,14 +81,14 @@ async def worker(path: str, requests: int, rounds: int, calls: bool = False) -> 
             }
             app = create_app(Settings(**options), access_sink=sink)
             async with app.api.router.lifespan_context(app.api):
-                await one(app, raw, request_scope)
+                await asgi_call(app, raw, request_scope)
                 await app.state.gateway.pipeline.drain()
-                answer = await one(app, raw, request_scope)
+                answer = await asgi_call(app, raw, request_scope)
                 cache = dict(answer[0]["headers"]).get(b"x-deja-cache")
                 if cache != expected:
                     raise SystemExit(f"{path}: expected X-Deja-Cache {expected!r}, got {cache!r}")
                 for _ in range(100):  # warm-up
-                    await one(app, raw, request_scope)
+                    await asgi_call(app, raw, request_scope)
                 found = []
                 for _ in range(rounds):
                     profile = cProfile.Profile() if calls else None
@@ -131,7 +96,7 @@ async def worker(path: str, requests: int, rounds: int, calls: bool = False) -> 
                     if profile is not None:
                         profile.enable()
                     for _ in range(requests):
-                        await one(app, raw, request_scope)
+                        await asgi_call(app, raw, request_scope)
                     if profile is not None:
                         profile.disable()
                         counted = pstats.Stats(profile).stats.values()  # type: ignore[attr-defined]

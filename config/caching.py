@@ -7,9 +7,18 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Self
 
-from pydantic import BaseModel, Field, SecretStr, field_validator
+from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
+
+from config.values import (
+    Bytes,
+    Count,
+    NonNegativeFloat,
+    NonNegativeInt,
+    PositiveFloat,
+    PrecisionTarget,
+)
 
 
 class CacheSettings(BaseModel):
@@ -19,8 +28,14 @@ class CacheSettings(BaseModel):
     cache_enabled: bool = Field(True, description="Master switch for the response cache.")
     redis_url: str | None = Field(
         None,
-        description="Redis URL for the exact cache (and the shared θ store); unset = the "
-        "embedded store chosen by exact_store (disk by default).",
+        description="Redis URL for the exact cache (and the shared θ store, rate limits, "
+        "single-flight locks); redis+cluster:// or rediss+cluster:// = a Redis Cluster reached "
+        "through that node; unset = the embedded store chosen by exact_store (disk by default).",
+    )
+    redis_cluster: bool = Field(
+        False,
+        description="Treat a plain redis:// or rediss:// URL as a Redis Cluster (a managed "
+        "cluster-mode endpoint); the +cluster schemes select it without this.",
     )
     redis_client_cache: bool = Field(
         True,
@@ -36,39 +51,38 @@ class CacheSettings(BaseModel):
         None,
         description="The exact cache: disk = SQLite under data_dir with a bounded in-process "
         "tier in front (survives restarts); memory = the in-process tier alone; redis = "
-        "redis_url. Unset: redis when redis_url is set, else disk. A contradiction with "
+        "redis_url (one node or a cluster). Unset: redis when redis_url is set, else disk. "
+        "A contradiction with "
         "redis_url is refused at start-up.",
     )
-    exact_sweep_seconds: float = Field(
-        60.0, gt=0, description="How often expired entries are deleted from the disk store."
+    exact_sweep_seconds: PositiveFloat = Field(
+        60.0, description="How often expired entries are deleted from the disk store."
     )
-    redis_timeout_seconds: float = Field(
-        0.25, gt=0, description="Per-operation Redis timeout; past it the cache is skipped."
+    redis_timeout_seconds: PositiveFloat = Field(
+        0.25, description="Per-operation Redis timeout; past it the cache is skipped."
     )
-    redis_retry_seconds: float = Field(
-        1.0, ge=0, description="After a Redis failure, skip Redis this long before trying again."
+    redis_retry_seconds: NonNegativeFloat = Field(
+        1.0, description="After a Redis failure, skip Redis this long before trying again."
     )
     single_flight: bool = Field(
         True,
         description="Identical concurrent misses make one upstream call (followers get "
         "X-Deja-Cache: coalesced); across processes through a short Redis lock.",
     )
-    cache_ttl_seconds: int = Field(86_400, ge=1, description="Default TTL of a cached answer.")
-    cache_max_ttl_seconds: int = Field(
-        7 * 86_400, ge=1, description="Upper bound for a per-request X-Deja-TTL."
+    cache_ttl_seconds: Count = Field(86_400, description="Default TTL of a cached answer.")
+    cache_max_ttl_seconds: Count = Field(
+        7 * 86_400, description="Upper bound for a per-request X-Deja-TTL."
     )
-    memory_cache_max_entries: int = Field(
-        10_000, ge=1, description="Entry bound of the in-process exact tier (or store)."
+    memory_cache_max_entries: Count = Field(
+        10_000, description="Entry bound of the in-process exact tier (or store)."
     )
-    memory_cache_max_bytes: int = Field(
+    memory_cache_max_bytes: Bytes = Field(
         256 * 1024 * 1024,
-        ge=1024,
         description="Byte bound of the in-process exact tier (or store).",
     )
 
-    request_memo_entries: int = Field(
+    request_memo_entries: NonNegativeInt = Field(
         4096,
-        ge=0,
         description="Byte-identical requests remembered with their validated form and exact "
         "key (never their answer), so a repeat skips parsing and hashing; 0 = off.",
     )
@@ -77,10 +91,8 @@ class CacheSettings(BaseModel):
     semantic_enabled: bool = Field(
         True, description="Answer paraphrases from cache (needs cache_enabled)."
     )
-    semantic_precision: float = Field(
+    semantic_precision: PrecisionTarget = Field(
         0.92,
-        ge=0.5,
-        le=1.0,
         description="Precision target of semantic hits (about 0.80-0.97): deja turns it into the "
         "verifier's cut-off from the calibration table. Per tenant/model via the admin API.",
     )
@@ -140,15 +152,13 @@ class CacheSettings(BaseModel):
         description="Ask the replicas themselves about grey-zone candidates (GPU deployments): "
         "sync waits for the verdict, async serves a miss and remembers the verdict.",
     )
-    semantic_judge_floor: float = Field(
+    semantic_judge_floor: PrecisionTarget = Field(
         0.80,
-        ge=0.5,
-        le=1.0,
         description="Lower edge of the judge's grey zone, as a precision target: candidates "
         "scoring between its cut-off and the request's are judged.",
     )
-    semantic_judge_timeout_seconds: float = Field(
-        2.0, gt=0, description="Budget of one judge call (sync mode: added to the lookup)."
+    semantic_judge_timeout_seconds: PositiveFloat = Field(
+        2.0, description="Budget of one judge call (sync mode: added to the lookup)."
     )
     semantic_shadow_rate: float = Field(
         0.02,
@@ -160,9 +170,8 @@ class CacheSettings(BaseModel):
     semantic_shadow_invalidate: bool = Field(
         False, description="Invalidate an entry whose shadow check disagrees."
     )
-    semantic_timeout_seconds: float = Field(
+    semantic_timeout_seconds: PositiveFloat = Field(
         0.25,
-        gt=0,
         description="Budget for embedding + vector search + verification; past it, a plain miss.",
     )
     semantic_context: Literal["conversation", "system"] = Field(
@@ -170,13 +179,31 @@ class CacheSettings(BaseModel):
         description="What scopes a semantic hit besides tenant/model/params: the whole "
         "conversation before the last user message, or only the system prompt.",
     )
-    semantic_sweep_seconds: float = Field(
-        60.0, gt=0, description="How often expired vectors are deleted."
+    semantic_sweep_seconds: PositiveFloat = Field(
+        60.0, description="How often expired vectors are deleted."
     )
     qdrant_url: str | None = Field(
         None, description="Qdrant server URL; unset = embedded Qdrant Edge under data_dir."
     )
     qdrant_api_key: SecretStr | None = Field(None, description="API key for the Qdrant server.")
+    qdrant_shard_number: int | None = Field(
+        None,
+        ge=1,
+        description="Shards of a collection the gateway creates on a distributed Qdrant "
+        "(applied at creation only; unset = the server's default).",
+    )
+    qdrant_replication_factor: int | None = Field(
+        None,
+        ge=1,
+        description="Copies of each shard of a collection the gateway creates (applied at "
+        "creation only; unset = the server's default).",
+    )
+    qdrant_write_consistency_factor: int | None = Field(
+        None,
+        ge=1,
+        description="Replicas that must confirm a write before it succeeds (at most the "
+        "replication factor; applied at creation only).",
+    )
     embedder: Literal["onnx", "sentence-transformers"] = Field(
         "onnx", description="Embedding backend; sentence-transformers needs `pip install deja[st]`."
     )
@@ -196,9 +223,8 @@ class CacheSettings(BaseModel):
         description="Where the embedded stores (exact answers, vectors) and, by default, "
         "derived model files live.",
     )
-    disk_reserve_mb: int = Field(
+    disk_reserve_mb: Count = Field(
         64,
-        ge=1,
         description="Free space kept on data_dir's disk: below it the gateway stops storing and "
         "indexing (answers are still served, /readyz and deja_disk_low say so) and resumes "
         "once 25% more is free again. Qdrant Edge writes through mmap: a full disk would end "
@@ -227,3 +253,13 @@ class CacheSettings(BaseModel):
             except re.error as exc:
                 raise ValueError(f"temporal pattern {pattern!r} is not a regex: {exc}") from exc
         return value
+
+    @model_validator(mode="after")
+    def _check_write_consistency(self) -> Self:
+        wanted, copies = self.qdrant_write_consistency_factor, self.qdrant_replication_factor
+        if wanted is not None and copies is not None and wanted > copies:
+            raise ValueError(
+                f"qdrant_write_consistency_factor ({wanted}) cannot exceed "
+                f"qdrant_replication_factor ({copies})"
+            )
+        return self

@@ -11,6 +11,8 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, Field, field_validator
 from pydantic_settings import NoDecode
 
+from config.values import Count, NonNegativeFloat, NonNegativeInt, PositiveFloat
+
 
 @dataclass(frozen=True, slots=True)
 class ReplicaSpec:
@@ -65,26 +67,23 @@ class UpstreamSettings(BaseModel):
     demo_replicas: int = Field(
         2, ge=1, le=8, description="How many simulated replicas --demo starts."
     )
-    upstream_connect_timeout_seconds: float = Field(
-        2.0, gt=0, description="TCP connect timeout towards a replica."
+    upstream_connect_timeout_seconds: PositiveFloat = Field(
+        2.0, description="TCP connect timeout towards a replica."
     )
-    upstream_timeout_seconds: float = Field(
+    upstream_timeout_seconds: PositiveFloat = Field(
         120.0,
-        gt=0,
         description="Read timeout towards a replica: longest wait for the first byte or between "
         "two chunks. Past it the client gets 504.",
     )
-    upstream_max_connections: int = Field(512, ge=1, description="Connection pool size (total).")
-    request_timeout_seconds: float = Field(
+    upstream_max_connections: Count = Field(512, description="Connection pool size (total).")
+    request_timeout_seconds: PositiveFloat = Field(
         600.0,
-        gt=0,
         description="Overall deadline of one generation request, from its arrival to the last "
         "byte of its answer (streams included), on top of the read timeout. 600 s is the "
         "openai SDK's own default: past it, its client has given up anyway.",
     )
-    body_read_timeout_seconds: float = Field(
+    body_read_timeout_seconds: PositiveFloat = Field(
         30.0,
-        gt=0,
         description="Time a client has to send its whole request body; a slower sender gets "
         "408 and its connection is closed.",
     )
@@ -95,9 +94,8 @@ class UpstreamSettings(BaseModel):
         "(the most requests it runs while others wait: its max-num-seqs), 256 (vLLM's default "
         "max-num-seqs) until then. ;max_inflight=N on a replica URL overrides it.",
     )
-    admission_queue_size: int = Field(
+    admission_queue_size: NonNegativeInt = Field(
         1024,
-        ge=0,
         description="Requests that may wait (FIFO) for a free replica slot; past it, 503 at once.",
     )
     admission_max_wait_seconds: float | None = Field(
@@ -106,18 +104,16 @@ class UpstreamSettings(BaseModel):
         description="Longest wait for a free replica slot before 429 (unset: the request's "
         "deadline, request_timeout_seconds).",
     )
-    replica_cooldown_seconds: float = Field(
+    replica_cooldown_seconds: NonNegativeFloat = Field(
         5.0,
-        ge=0,
         description="How long an open circuit breaker keeps a failing replica out before one "
         "probe request (longer when the replica sent Retry-After).",
     )
     routing_policy: Literal["prefix", "least_loaded", "round_robin"] = Field(
         "prefix", description="How a replica is chosen for a request that is not a cache hit."
     )
-    routing_epsilon: float = Field(
+    routing_epsilon: NonNegativeFloat = Field(
         0.25,
-        ge=0,
         description="Bounded-load factor ε: no replica takes more than ⌈(1+ε)·average⌉ "
         "in-flight requests under the prefix policy.",
     )
@@ -126,16 +122,16 @@ class UpstreamSettings(BaseModel):
         description="Prefix key: model + system prompt + tools (static), or a chain of the "
         "first prefix_max_blocks token blocks of the prompt (blocks, for RAG prompts).",
     )
-    prefix_block_size: int = Field(16, ge=1, description="Tokens per block in blocks mode.")
-    prefix_max_blocks: int = Field(32, ge=1, description="Blocks hashed in blocks mode (K).")
-    health_check_interval_seconds: float = Field(
-        5.0, gt=0, description="How often each replica's /health is probed and /metrics scraped."
+    prefix_block_size: Count = Field(16, description="Tokens per block in blocks mode.")
+    prefix_max_blocks: Count = Field(32, description="Blocks hashed in blocks mode (K).")
+    health_check_interval_seconds: PositiveFloat = Field(
+        5.0, description="How often each replica's /health is probed and /metrics scraped."
     )
-    health_check_timeout_seconds: float = Field(
-        2.0, gt=0, description="Timeout of one health probe or metrics scrape."
+    health_check_timeout_seconds: PositiveFloat = Field(
+        2.0, description="Timeout of one health probe or metrics scrape."
     )
-    model_refresh_seconds: float = Field(
-        30.0, gt=0, description="How often the served-model list is re-read from the replicas."
+    model_refresh_seconds: PositiveFloat = Field(
+        30.0, description="How often the served-model list is re-read from the replicas."
     )
 
     @field_validator("replicas", mode="before")

@@ -21,6 +21,7 @@ from config.caching import CacheSettings
 from config.problems import Problem, Sources, problems_from, render, shown, unknown_setting
 from config.rag import RagSettings
 from config.replicas import UpstreamSettings
+from config.values import Bytes, NonNegativeFloat, PositiveFloat
 
 ENV_PREFIX = "DEJA_"
 MASK = "********"
@@ -70,9 +71,8 @@ class Settings(BaseSettings, UpstreamSettings, CacheSettings, RagSettings):
         "page loads Swagger UI from a CDN in the browser). Both follow this one setting: off, "
         "both answer 404 naming it.",
     )
-    header_timeout_seconds: float = Field(
+    header_timeout_seconds: PositiveFloat = Field(
         10.0,
-        gt=0,
         description="A connection must send a request's headers within this long of opening "
         "(or of its previous response), else it is closed: slow clients cannot hold it.",
     )
@@ -83,8 +83,8 @@ class Settings(BaseSettings, UpstreamSettings, CacheSettings, RagSettings):
         "which deja serve raises to its hard limit); at the cap a new connection evicts the "
         "one waiting longest for its headers.",
     )
-    max_body_bytes: int = Field(
-        4 * 1024 * 1024, ge=1024, description="Largest request body accepted; larger gets 413."
+    max_body_bytes: Bytes = Field(
+        4 * 1024 * 1024, description="Largest request body accepted; larger gets 413."
     )
 
     # --- observability -------------------------------------------------------------------------
@@ -102,9 +102,8 @@ class Settings(BaseSettings, UpstreamSettings, CacheSettings, RagSettings):
         False,
         description="Add a tenant label to deja_requests_total (bounded by your tenant count).",
     )
-    console_sample_seconds: float = Field(
+    console_sample_seconds: PositiveFloat = Field(
         10.0,
-        gt=0,
         description="How often the console's traffic history (/admin/timeline) takes a point; "
         "the last 360 points are kept.",
     )
@@ -124,9 +123,8 @@ class Settings(BaseSettings, UpstreamSettings, CacheSettings, RagSettings):
         description="YAML file of tenants and their key hashes (`deja keys add`); unset = open "
         "gateway, one `default` tenant.",
     )
-    keys_reload_seconds: float = Field(
+    keys_reload_seconds: NonNegativeFloat = Field(
         2.0,
-        ge=0,
         description="How often the keys file is checked for changes (a revoked key stops "
         "working within this); 0: only on SIGHUP.",
     )

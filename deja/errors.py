@@ -24,6 +24,7 @@ Lower-layer exceptions (aiohttp, redis, orjson, onnxruntime, qdrant) are re-rais
     ├── EmbedderError                the embedder failed: the semantic layer is skipped
     ├── VerifierError                the verifier failed: the candidate is not served
     ├── RetrievalError               the corpus store failed or timed out (RAG step)
+    ├── NoRelevantContextError       no chunk passed the relevance floor and the tenant refuses
     ├── DocumentError                a file could not be ingested (unreadable, empty, too big)
     ├── DataDirInUseError            another process holds the data directory
     ├── TuningError                  a tuning input cannot be used (CLI only, never a request)
@@ -67,6 +68,7 @@ __all__ = [
     "ModelConfigError",
     "ModelNotFoundError",
     "NoHealthyReplicaError",
+    "NoRelevantContextError",
     "NotFoundError",
     "OverloadedError",
     "PermissionDeniedError",
@@ -191,6 +193,11 @@ class VerifierError(DejaError):
 class RetrievalError(DejaError):
     """The corpus store failed or timed out; the tenant's ``rag_on_failure`` decides whether
     the question is answered without context or refused."""
+
+
+class NoRelevantContextError(DejaError):
+    """No chunk of the corpus passed the relevance floor for the question, and
+    ``rag_on_empty`` is ``error``: refused rather than answered without context."""
 
 
 class DocumentError(DejaError):

@@ -36,6 +36,6 @@ def miss_headers(
         headers["x-deja-bypass"] = lookup.bypass
     if req.corpus is not None:
         headers["x-deja-sources"] = sources_header(source_records(rag.sources))
-    if rag.failed:
-        headers["x-deja-retrieval"] = "failed"
+    if rag.outcome is not None:
+        headers["x-deja-retrieval"] = rag.outcome
     return headers

@@ -12,8 +12,9 @@ Two consumers read a call, and nothing else does: the direct path (:meth:`Produc
 one client) and a single-flight producer (``middleware.flight``), which publishes the same
 chunks to every identical request waiting on it.
 
-5. retrieve (RAG requests): the corpus's top-k chunks become the prompt's context block
-   (``middleware.retrieve``).
+5. retrieve (RAG requests): the corpus's best chunks over the relevance floor become the
+   prompt's context block (``middleware.retrieve``); they are the answer's sources, in the
+   header, on a JSON body and on the stream's finishing chunk (``deja_sources``).
 6. route: the client's ``X-Prefix-Hash``, else the hash of the prompt's static prefix; the
    upstream picks the replica that holds it.
 7. upstream: ``Upstream.complete`` (JSON) or ``Upstream.open_stream`` (SSE).
@@ -22,6 +23,8 @@ chunks to every identical request waiting on it.
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import AsyncGenerator, Callable
@@ -41,9 +44,10 @@ from middleware.answers import answer_from_sse, parse_answer, usage_of_json, wit
 from middleware.disconnect import Disconnected, until_disconnect
 from middleware.headers import miss_headers
 from middleware.lookup import Lookup
+from middleware.replay import SOURCES_FIELD
 from middleware.responses import JSON, SSE
 from middleware.retrieve import Retrieval, RetrieveStep, source_records
-from middleware.sse import Framer, Usage, usage_of_stream, without_usage
+from middleware.sse import Framer, Usage, usage_of_stream, with_field_on_finish, without_usage
 from middleware.store import StoreStep
 
 log = logging.getLogger("deja.pipeline")
@@ -83,6 +87,8 @@ class Call:
         self.produced = produced
         #: A stream's bytes as they arrive (set by ``ProduceStep.open_stream``; None for JSON).
         self.source: AsyncGenerator[bytes, None] | None = None
+        #: The answer's background write (8), once started; None when it is not stored.
+        self.stored: asyncio.Task[None] | None = None
 
     def chunks(self) -> AsyncGenerator[bytes, None]:
         """The stream's raw bytes as they arrive; raises the upstream's error when it fails
@@ -206,14 +212,16 @@ class ProduceStep:
         sources = source_records(rag.sources)
         body = with_sources(reply.body, sources) if sources else reply.body
         answer = None
-        if lookup.storable and not rag.failed and lookup.entry_id is not None:
+        if lookup.storable and rag.storable and lookup.entry_id is not None:
             answer = self.parsed(
-                lambda: parse_answer(reply.body, lookup.entry_id or "", req.endpoint, time.time())
+                lambda: parse_answer(reply.body, lookup.entry_id or "", req.endpoint, time.time()),
+                rag,
             )
         usage = answer.usage if answer is not None else usage_of_json(reply.body)
         produced = Produced(name, answer, body, usage)
-        self.done(req, lookup, rag, produced)
-        return Call(head, produced)
+        call = Call(head, produced)
+        call.stored = self.done(req, lookup, rag, produced)
+        return call
 
     async def open_stream(
         self, req: GatewayRequest, lookup: Lookup, rag: Retrieval, prefix_key: str | None
@@ -238,16 +246,28 @@ class ProduceStep:
         lookup: Lookup,
         rag: Retrieval,
     ) -> AsyncGenerator[bytes, None]:
-        """The replica's bytes as they arrive; at a clean end, the call's Produced record."""
-        store = lookup.storable and not rag.failed and lookup.entry_id is not None
+        """The replica's bytes as they arrive (a RAG answer's framed, its sources put on the
+        chunk that finishes it); at a clean end, the call's Produced record."""
+        store = lookup.storable and rag.storable and lookup.entry_id is not None
         seen = bytearray()
         previous = last = b""  # the usage event is in the last reads
+        sources = source_records(rag.sources)
+        framer = Framer() if sources else None
         try:
             async for chunk in opened.chunks():
                 previous, last = last, chunk
                 if store:
                     seen += chunk
-                yield chunk
+                if framer is None:
+                    yield chunk
+                    continue
+                block = framer.feed(chunk)
+                if sources and (stamped := with_field_on_finish(block, SOURCES_FIELD, sources)):
+                    block, sources = stamped, []
+                if block:
+                    yield block
+            if framer is not None and (rest := framer.flush()):
+                yield rest
         finally:
             opened.close()
         answer = None
@@ -256,25 +276,37 @@ class ProduceStep:
             answer = self.parsed(
                 lambda: answer_from_sse(
                     raw, entry_id=entry_id, endpoint=req.endpoint, created_at=created
-                )
+                ),
+                rag,
             )
         usage = answer.usage if answer is not None else usage_of_stream(previous + last)
         call.produced = Produced(call.head.replica, answer, None, usage)
-        self.done(req, lookup, rag, call.produced)
+        call.stored = self.done(req, lookup, rag, call.produced)
 
-    def parsed(self, parse: Callable[[], CachedAnswer | None]) -> CachedAnswer | None:
-        """``parse()``, or None (logged) for an answer too malformed to cache."""
+    def parsed(
+        self, parse: Callable[[], CachedAnswer | None], rag: Retrieval
+    ) -> CachedAnswer | None:
+        """``parse()`` with the RAG sources it was built from (so a follower's replay carries
+        them as the leader's answer did), or None (logged) for an answer too malformed to
+        cache."""
         try:
-            return parse()
+            answer = parse()
         except (TypeError, ValueError) as exc:
             log.warning("not caching an answer that could not be parsed: %s", exc)
             return None
+        records = rag.records
+        if answer is None or records is None:
+            return answer
+        return dataclasses.replace(answer, sources=records)
 
-    def done(self, req: GatewayRequest, lookup: Lookup, rag: Retrieval, produced: Produced) -> None:
+    def done(
+        self, req: GatewayRequest, lookup: Lookup, rag: Retrieval, produced: Produced
+    ) -> asyncio.Task[None] | None:
         """The call is complete: its tokens (the tuning workload) counted once, and its answer
-        stored (8) when it may be: never one built without the context retrieval failed on."""
+        stored (8) when it may be: never one built without the context retrieval failed on.
+        Returns the store's background write, if one started."""
         if produced.usage:
             self.metrics.tokens(req.model, produced.usage)
-        if produced.answer is not None and self.store_step is not None:
-            sources = source_records(rag.sources) if req.corpus is not None else None
-            self.store_step.store(req, lookup, produced.answer, sources)
+        if produced.answer is None or self.store_step is None:
+            return None
+        return self.store_step.store(req, lookup, produced.answer, rag.records)

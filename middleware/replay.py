@@ -145,7 +145,10 @@ def replay_sse(answer: CachedAnswer, *, model: str, include_usage: bool) -> byte
             choice = {"index": 0, "text": piece, "logprobs": None, "finish_reason": None}
             events.append(encode({**base, "choices": [choice]}))
         last = {"index": 0, "text": "", "logprobs": None, "finish_reason": answer.finish_reason}
-    events.append(encode({**base, "choices": [last]}))
+    final: dict[str, Any] = {**base, "choices": [last]}
+    if answer.sources is not None:  # as a streamed miss carries them (sse.with_sources)
+        final[SOURCES_FIELD] = answer.sources
+    events.append(encode(final))
     if include_usage and answer.usage is not None:
         events.append(encode({**base, "choices": [], "usage": answer.usage}))
     events.append(DONE)

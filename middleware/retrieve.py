@@ -8,6 +8,10 @@ from, so a change to one of those documents removes it.
 
 A failed or slow retrieval never passes silently: the tenant's ``rag_on_failure`` either refuses
 the request (503) or answers without context, marked ``X-Deja-Retrieval: failed`` and not stored.
+Neither does a question no chunk is relevant to (none passed the relevance floor,
+``deja.corpus.relevance``): ``rag_on_empty`` refuses it (422 ``no_relevant_context``) or
+answers it without context, marked ``X-Deja-Retrieval: empty`` and not stored (a document added
+later may answer it).
 """
 
 from __future__ import annotations
@@ -18,14 +22,20 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import quote
 
 import orjson
 
 from deja.corpus.base import Retriever, SourceRef, sources_of
 from deja.corpus.prompt import ContextOrder, with_context
-from deja.errors import CorpusNotFoundError, EmbedderError, RetrievalError, describe
+from deja.errors import (
+    CorpusNotFoundError,
+    EmbedderError,
+    NoRelevantContextError,
+    RetrievalError,
+    describe,
+)
 from deja.observability.metrics import Metrics
 from deja.request import GatewayRequest
 from deja.semantic.scope import message_text
@@ -43,6 +53,8 @@ class RetrievalPolicy:
     top_k: int = 4
     timeout: float = 1.0
     order: ContextOrder = "document"
+    #: No chunk passed the floor: ``answer`` without context (marked) or ``error`` (422).
+    on_empty: Literal["answer", "error"] = "answer"
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +65,23 @@ class Retrieval:
     sources: tuple[SourceRef, ...] = ()
     #: Retrieval failed and the tenant allows answering without context: do not store.
     failed: bool = False
+    #: No chunk passed the relevance floor; answered without context: do not store.
+    empty: bool = False
+
+    @property
+    def storable(self) -> bool:
+        """Whether the answer may be cached: only one built from a retrieval that worked."""
+        return not (self.failed or self.empty)
+
+    @property
+    def outcome(self) -> str | None:
+        """``X-Deja-Retrieval``: ``failed``, ``empty``, or None (retrieved, or no RAG)."""
+        return "failed" if self.failed else "empty" if self.empty else None
+
+    @property
+    def records(self) -> list[dict[str, Any]] | None:
+        """The sources as an answer stores them (None: not a RAG request)."""
+        return source_records(self.sources) if self.req.corpus is not None else None
 
 
 def source_records(sources: tuple[SourceRef, ...]) -> list[dict[str, Any]]:
@@ -111,14 +140,20 @@ class RetrieveStep:
                     vector,
                     limit=self.settings.top_k,
                     where=dict(req.corpus_filter) or None,
+                    query=query,
                 )
         except (RetrievalError, EmbedderError, TimeoutError) as exc:
             return self._failed(req, exc)
         self.metrics.retrieval_seconds.observe(time.perf_counter() - started)
-        self.metrics.count(self.metrics.retrievals, "ok")
+        if not chunks and self.settings.on_empty == "error":
+            self.metrics.count(self.metrics.retrievals, "empty_refused")
+            raise NoRelevantContextError(
+                f"No document of the corpus '{req.corpus}' is relevant to this question."
+            )
+        self.metrics.count(self.metrics.retrievals, "ok" if chunks else "empty_answered")
         body = with_context(req.body, chunks, self.settings.system_prompt, self.settings.order)
         upstream = dataclasses.replace(req, body=body, raw=orjson.dumps(body))
-        return Retrieval(upstream, tuple(sources_of(chunks)))
+        return Retrieval(upstream, tuple(sources_of(chunks)), empty=not chunks)
 
     def _failed(self, req: GatewayRequest, exc: BaseException) -> Retrieval:
         reason = describe(exc)

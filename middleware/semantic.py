@@ -51,7 +51,7 @@ log = logging.getLogger("deja.pipeline")
 #: waits for a slot; past it, the answer is not stored.
 SETTLE_WAIT_SECONDS = 30.0
 
-Spawn = Callable[[Coroutine[Any, Any, None]], None]
+Spawn = Callable[[Coroutine[Any, Any, None]], object]
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,9 @@ and what the gateway does to a stream is a function over those events:
 - :func:`without_usage` drops the usage-only event the gateway asked the replica for and the
   client did not;
 - :func:`restamp` gives a coalesced follower its own ``id`` and ``created``;
-- :func:`usage_of_stream` reads the usage event from a stream's last bytes.
+- :func:`usage_of_stream` reads the usage event from a stream's last bytes;
+- :func:`with_field_on_finish` adds a RAG answer's sources to the chunk that carries the
+  ``finish_reason``.
 
 Complete events pass through as the bytes that arrived (no re-encoding) unless a function has a
 reason to change them, so relaying costs one ``rfind`` per read.
@@ -16,6 +18,7 @@ reason to change them, so relaying costs one ``rfind`` per read.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +30,8 @@ MEDIA_TYPE = "text/event-stream"
 DONE = b"data: [DONE]\n\n"
 #: An event ends at a blank line.
 _END = b"\n\n"
+#: A chunk whose ``finish_reason`` is a string (not ``null``): the one that ends a choice.
+_FINISHED = re.compile(rb'"finish_reason"\s*:\s*"')
 
 Usage = dict[str, Any]
 """An OpenAI ``usage`` object."""
@@ -158,3 +163,24 @@ def usage_of_stream(tail: bytes) -> Usage | None:
             if isinstance(usage, dict):
                 return usage
     return None
+
+
+def with_field_on_finish(block: bytes, field: str, value: Any) -> bytes | None:
+    """Whole events with ``field`` set to ``value`` on the first chunk that carries a
+    ``finish_reason`` (a streamed RAG answer's ``deja_sources``, as a hit's replay has them;
+    the openai SDK keeps the unknown field: ``chunk.model_extra["deja_sources"]``); None when
+    no event of ``block`` finishes. Only that event is parsed and re-encoded: the others pass
+    as they arrived, and a block without a finish costs one regex search."""
+    if not _FINISHED.search(block):
+        return None
+    out: list[bytes] = []
+    stamped = False
+    for event in events(block):
+        chunk = None if stamped or not _FINISHED.search(event.raw) else event.json()
+        if chunk is None:
+            out.append(event.wire())
+            continue
+        chunk[field] = value
+        out.append(encode(chunk))
+        stamped = True
+    return b"".join(out) if stamped else None

@@ -7,6 +7,7 @@ whole flight of identical requests waits for the answer.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from typing import Any
 
@@ -46,12 +47,14 @@ class StoreStep:
         lookup: Lookup,
         answer: CachedAnswer,
         sources: list[dict[str, Any]] | None,
-    ) -> None:
+    ) -> asyncio.Task[None] | None:
         """8. store ``answer`` under the lookup's entry id, with the RAG ``sources`` it was
         built from (the exact entry holds the records, the question's vector their
-        ``corpus/document`` keys, which provenance invalidation matches on)."""
-        if lookup.entry_id is not None:
-            self.background.spawn(self.write(req, lookup.entry_id, lookup, answer, sources))
+        ``corpus/document`` keys, which provenance invalidation matches on). Returns the
+        background write, which a cross-process flight lock is held until."""
+        if lookup.entry_id is None:
+            return None
+        return self.background.spawn(self.write(req, lookup.entry_id, lookup, answer, sources))
 
     async def write(
         self,

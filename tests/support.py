@@ -161,18 +161,22 @@ CollectionFactory = Callable[..., Collection]
 async def collection_factory(kind: str, data_dir: Path) -> AsyncIterator[CollectionFactory]:
     """A factory of collections of ``kind`` over one backing location (``data_dir`` for Edge;
     for ``server-local`` one local-mode client shared by them all, as one server would be):
-    ``make(name, dim, indexes, **server_options)``. Closes them all (and the client) at the
-    end."""
+    ``make(name, dim, indexes, sparse=False, **server_options)``. Closes them all (and the
+    client) at the end."""
     made: list[Collection] = []
     client = AsyncQdrantClient(location=":memory:") if kind == "server-local" else None
 
-    def make(name: str, dim: int, indexes: Indexes, **server: Any) -> Collection:
+    def make(
+        name: str, dim: int, indexes: Indexes, *, sparse: bool = False, **server: Any
+    ) -> Collection:
         collection: Collection
         if client is None:
-            collection = EdgeCollection(data_dir, collection=name, dim=dim, indexes=indexes)
+            collection = EdgeCollection(
+                data_dir, collection=name, dim=dim, indexes=indexes, sparse=sparse
+            )
         else:
             collection = QdrantCollection(
-                collection=name, dim=dim, indexes=indexes, client=client, **server
+                collection=name, dim=dim, indexes=indexes, client=client, sparse=sparse, **server
             )
         made.append(collection)
         return collection

@@ -21,6 +21,8 @@ import orjson
 
 from deja.errors import TuningError
 from deja.files import write_atomic
+from sim.virtual import LogHistogram
+from tuning.workload import Workload
 
 __all__ = [
     "DEFAULT_SEQS",
@@ -29,6 +31,8 @@ __all__ = [
     "Cell",
     "CellResult",
     "CellRunner",
+    "MeasuredRun",
+    "ReplayRunner",
     "ResultStore",
     "flat_axes",
     "recommend",
@@ -55,6 +59,26 @@ class Cell:
     @property
     def key(self) -> str:
         return f"{self.seqs}x{self.tokens}"
+
+
+class MeasuredRun(Protocol):
+    """A cell's measured window, whichever runner drove it: ``sim.virtual.VirtualResult``
+    (simulated time) or ``tuning.drive.DriveResult`` (over HTTP)."""
+
+    @property
+    def completed(self) -> int: ...
+    @property
+    def seconds(self) -> float: ...
+    @property
+    def throughput(self) -> float: ...
+    @property
+    def ttft(self) -> LogHistogram: ...
+    @property
+    def itl(self) -> LogHistogram: ...
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds * 1000, 3)
 
 
 @dataclass(slots=True)
@@ -101,6 +125,42 @@ class CellResult:
     def failure(cls, cell: Cell, status: str, error: str, mode: str) -> CellResult:
         return cls(cell.seqs, cell.tokens, status=status, error=error, mode=mode)
 
+    @classmethod
+    def measured(
+        cls,
+        cell: Cell,
+        run: MeasuredRun,
+        mode: str,
+        *,
+        preemptions: int,
+        waiting_mean: float,
+        waiting_max: float,
+        kv_usage_mean: float | None,
+        error: str | None = None,
+    ) -> CellResult:
+        """The figures of ``run``, read the same way for every runner (so their cells compare):
+        throughput, TTFT and ITL quantiles in ms, preemptions per minute; the scheduler's
+        gauges are the runner's own (the simulator knows them, a process is sampled)."""
+        minutes = run.seconds / 60
+        return cls(
+            cell.seqs,
+            cell.tokens,
+            throughput=round(run.throughput, 2),
+            ttft_p50_ms=_ms(run.ttft.quantile(0.5)),
+            ttft_p99_ms=_ms(run.ttft.quantile(0.99)),
+            itl_p50_ms=_ms(run.itl.quantile(0.5)),
+            itl_p99_ms=_ms(run.itl.quantile(0.99)),
+            preemptions=preemptions,
+            preemptions_per_min=round(preemptions / minutes, 2) if minutes > 0 else 0.0,
+            waiting_mean=waiting_mean,
+            waiting_max=waiting_max,
+            kv_usage_mean=kv_usage_mean,
+            completed=run.completed,
+            measured_seconds=round(run.seconds, 3),
+            mode=mode,
+            error=error,
+        )
+
 
 class CellRunner(Protocol):
     """Measures one cell."""
@@ -114,6 +174,28 @@ class CellRunner(Protocol):
     async def run(self, cell: Cell, time_limit: float) -> CellResult:
         """Measure ``cell`` within ``time_limit`` seconds; failures are results, not raises."""
         ...
+
+
+class ReplayRunner:
+    """What every :class:`CellRunner` shares: one list of requests for the whole grid
+    (``warmup`` completions, then ``measured`` counted), so cells differ only by their flags;
+    ``describe`` names the mode, the runner's own ``setup`` and the replay."""
+
+    mode = ""
+
+    def __init__(self, workload: Workload, *, measured: int, warmup: int) -> None:
+        self.workload = workload
+        self.measured = measured
+        self.warmup = warmup
+        self.requests = workload.requests(max(measured + warmup, 1))
+
+    def setup(self) -> dict[str, Any]:
+        """What else identifies this runner's measurements (the simulator's fields, the
+        replica command)."""
+        return {}
+
+    def describe(self) -> dict[str, Any]:
+        return {"mode": self.mode, **self.setup(), "measured": self.measured, "warmup": self.warmup}
 
 
 @dataclass

@@ -25,7 +25,7 @@ import httpx
 
 from deja.errors import ReplicaError, TuningError
 from tuning.drive import DriveResult, drive
-from tuning.grid import Cell, CellResult
+from tuning.grid import Cell, CellResult, ReplayRunner
 from tuning.promtext import Scrape, fetch_metrics
 from tuning.workload import Workload
 
@@ -79,7 +79,7 @@ class _Gauges:
     kv: list[float]
 
 
-class ProcessRunner:
+class ProcessRunner(ReplayRunner):
     """One replica process per cell, started from ``template``."""
 
     mode = "process"
@@ -97,25 +97,15 @@ class ProcessRunner:
         host: str = "127.0.0.1",
     ) -> None:
         check_template(template)
+        super().__init__(workload, measured=measured, warmup=warmup)
         self.template = template
-        self.workload = workload
         self.model = model
         self.gpu = gpu
-        self.measured = measured
-        self.warmup = warmup
         self.log_dir = log_dir
         self.host = host
-        self.requests = workload.requests(max(measured + warmup, 1))
 
-    def describe(self) -> dict[str, Any]:
-        return {
-            "mode": self.mode,
-            "replica_cmd": self.template,
-            "model": self.model,
-            "gpu": self.gpu,
-            "measured": self.measured,
-            "warmup": self.warmup,
-        }
+    def setup(self) -> dict[str, Any]:
+        return {"replica_cmd": self.template, "model": self.model, "gpu": self.gpu}
 
     def argv(self, cell: Cell, port: int) -> list[str]:
         values = {
@@ -199,29 +189,16 @@ def _mean(values: Sequence[float]) -> float:
     return sum(values) / len(values) if values else 0.0
 
 
-def _ms(seconds: float | None) -> float | None:
-    return None if seconds is None else round(seconds * 1000, 3)
-
-
 def _result(cell: Cell, run: DriveResult, delta: Scrape, gauges: _Gauges, mode: str) -> CellResult:
-    preemptions = int(delta.value("vllm:num_preemptions_total"))
-    minutes = run.seconds / 60
-    return CellResult(
-        cell.seqs,
-        cell.tokens,
-        throughput=round(run.throughput, 2),
-        ttft_p50_ms=_ms(run.ttft.quantile(0.5)),
-        ttft_p99_ms=_ms(run.ttft.quantile(0.99)),
-        itl_p50_ms=_ms(run.itl.quantile(0.5)),
-        itl_p99_ms=_ms(run.itl.quantile(0.99)),
-        preemptions=preemptions,
-        preemptions_per_min=round(preemptions / minutes, 2) if minutes > 0 else 0.0,
+    """The cell's figures: the client's timings, the replica's counters and sampled gauges."""
+    return CellResult.measured(
+        cell,
+        run,
+        mode,
+        preemptions=int(delta.value("vllm:num_preemptions_total")),
         waiting_mean=round(_mean(gauges.waiting), 2),
         waiting_max=max(gauges.waiting, default=0.0),
         kv_usage_mean=round(_mean(gauges.kv), 4) if gauges.kv else None,
-        completed=run.completed,
-        measured_seconds=round(run.seconds, 3),
-        mode=mode,
         error=f"{run.errors} requests failed, first: {run.first_error}" if run.errors else None,
     )
 

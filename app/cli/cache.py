@@ -65,13 +65,7 @@ def cache_group() -> None:
 def cache_stats(url: str, key: str, as_json: bool, timeout: float) -> None:
     """Show cache layers and per-tenant hit counts since the gateway started."""
     api = Api(url, key, timeout, as_json)
-    data = api.call("GET", "/admin/cache/stats")
-    if api.emit(data):
-        return
-    try:
-        click.echo(_stats_text(data))
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        bad_shape(exc)
+    api.show(api.call("GET", "/admin/cache/stats"), _stats_text)
 
 
 _COUNTERS = ("requests", "exact", "semantic", "miss", "bypass", "off")
@@ -132,12 +126,7 @@ def cache_ls(
     if query is not None:
         params["q"] = query
     data = api.call("GET", "/admin/cache/entries", params=params)
-    if api.emit(data):
-        return
-    try:
-        click.echo(_entries_text(data["entries"], full_ids))
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        bad_shape(exc)
+    api.show(data, lambda d: _entries_text(d["entries"], full_ids))
 
 
 def _entries_text(entries: Sequence[Mapping[str, Any]], full_ids: bool) -> str:

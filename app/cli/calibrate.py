@@ -18,7 +18,7 @@ import numpy as np
 import orjson
 
 from app.cli.plot import write_plot
-from app.cli.support import CONTEXT, BadSettings, table
+from app.cli.support import CONTEXT, BadSettings, output_option, table
 from config.settings import ConfigError, load_settings
 from deja.embedding.onnx.embedder import load_onnx_embedder
 from deja.errors import DejaError
@@ -112,12 +112,8 @@ def _choose(
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help='Labelled pairs, JSONL: {"a": cached, "b": asked, "duplicate": true|false}.',
 )
-@click.option(
-    "--output",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=Path("calibration.json"),
-    show_default=True,
-    help="Where the table goes (then set DEJA_SEMANTIC_CALIBRATION_FILE to it).",
+@output_option(
+    "calibration.json", "Where the table goes (then set DEJA_SEMANTIC_CALIBRATION_FILE to it)."
 )
 @click.option(
     "--k",

@@ -237,15 +237,14 @@ def remove(
     built from it."""
     api = Api(url, key, timeout, as_json)
     data = api.call("DELETE", _document_path(corpus, document), params={"tenant": tenant})
-    if api.emit(data):
-        return
-    try:
-        click.echo(
-            f"removed {data['document']} (v{data['version']}, {data['chunks']} chunks) from "
-            f"{data['corpus']}; {data['invalidated']} cached answers invalidated"
-        )
-    except (KeyError, TypeError) as exc:
-        bad_shape(exc)
+    api.show(data, _removed_text)
+
+
+def _removed_text(data: Any) -> str:
+    return (
+        f"removed {data['document']} (v{data['version']}, {data['chunks']} chunks) from "
+        f"{data['corpus']}; {data['invalidated']} cached answers invalidated"
+    )
 
 
 @corpus_group.command("ls", context_settings=CONTEXT)
@@ -259,25 +258,22 @@ def list_command(
     api = Api(url, key, timeout, as_json)
     if corpus is None:
         data = api.call("GET", "/admin/corpora", params={"tenant": tenant})
-        if api.emit(data):
-            return
-        try:
-            rows = [[c["name"], c["documents"], c["chunks"]] for c in data["corpora"]]
-        except (KeyError, TypeError) as exc:
-            bad_shape(exc)
-        if not rows:
-            click.echo(f"tenant {tenant} has no corpora")
-            return
-        click.echo(table(["corpus", "documents", "chunks"], rows, right="12"))
+        api.show(data, lambda d: _corpora_text(d, tenant))
         return
     data = api.call("GET", f"/admin/corpora/{quote(corpus)}/documents", params={"tenant": tenant})
-    if api.emit(data):
-        return
-    try:
-        rows = [
-            [d["document"], d["version"], d["chunks"], d["format"], truncate(d["title"], 50)]
-            for d in data["documents"]
-        ]
-    except (KeyError, TypeError) as exc:
-        bad_shape(exc)
-    click.echo(table(["document", "version", "chunks", "format", "title"], rows, right="12"))
+    api.show(data, _documents_text)
+
+
+def _corpora_text(data: Any, tenant: str) -> str:
+    rows = [[c["name"], c["documents"], c["chunks"]] for c in data["corpora"]]
+    if not rows:
+        return f"tenant {tenant} has no corpora"
+    return table(["corpus", "documents", "chunks"], rows, right="12")
+
+
+def _documents_text(data: Any) -> str:
+    rows = [
+        [d["document"], d["version"], d["chunks"], d["format"], truncate(d["title"], 50)]
+        for d in data["documents"]
+    ]
+    return table(["document", "version", "chunks", "format", "title"], rows, right="12")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ import numpy as np
 from app.cli.plot import new_figure, save_png
 from tuning.grid import CellResult
 
-__all__ = ["write_heatmap_html", "write_heatmap_png"]
+__all__ = ["Heatmap", "write_heatmap_html", "write_heatmap_png"]
 
 
 def _shade(value: float, span: tuple[float, float]) -> tuple[int, int, int]:
@@ -65,18 +66,24 @@ def _seconds(ms: float | None) -> str:
     return "-" if ms is None else (f"{ms / 1000:.1f} s" if ms >= 1000 else f"{ms:.0f} ms")
 
 
-def write_heatmap_png(
-    results: Sequence[CellResult],
-    seqs: Sequence[int],
-    tokens: Sequence[int],
-    path: Path,
-    *,
-    best: CellResult | None,
-    slo_ms: float | None,
-    title: str = "deja tune: output tokens/s per cell",
-) -> None:
+@dataclass(frozen=True, slots=True)
+class Heatmap:
+    """What both pictures of one ``deja tune`` run show: the cells measured, the two axes'
+    values (in the order of the flags), the recommended cell and the TTFT SLO that framed it."""
+
+    results: Sequence[CellResult]
+    seqs: Sequence[int]
+    tokens: Sequence[int]
+    best: CellResult | None
+    slo_ms: float | None
+    title: str = "deja tune: output tokens/s per cell"
+
+
+def write_heatmap_png(heatmap: Heatmap, path: Path) -> None:
     """Throughput per cell on a colour scale with its bar (tok/s), TTFT p99 in each cell, both
     axes named with their flag, the SLO and the recommendation framed and in the legend."""
+    results, seqs, tokens = heatmap.results, heatmap.seqs, heatmap.tokens
+    best, slo_ms, title = heatmap.best, heatmap.slo_ms, heatmap.title
     cells = _by_cell(results)
     grid = np.full((len(tokens), len(seqs)), np.nan)
     for (s, t), cell in cells.items():
@@ -112,17 +119,10 @@ def write_heatmap_png(
     save_png(figure, path)
 
 
-def write_heatmap_html(
-    results: Sequence[CellResult],
-    seqs: Sequence[int],
-    tokens: Sequence[int],
-    path: Path,
-    *,
-    best: CellResult | None,
-    slo_ms: float | None,
-    title: str,
-) -> None:
+def write_heatmap_html(heatmap: Heatmap, path: Path) -> None:
     """A table: throughput, TTFT p99, ITL p99 and preemptions/min per cell."""
+    results, seqs, tokens = heatmap.results, heatmap.seqs, heatmap.tokens
+    best, slo_ms, title = heatmap.best, heatmap.slo_ms, heatmap.title
     cells = _by_cell(results)
     span = _span(results)
     rows = ["<tr><th>tokens \\ seqs</th>" + "".join(f"<th>{s}</th>" for s in seqs) + "</tr>"]

@@ -18,9 +18,10 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from pathlib import Path
+from typing import Any, NoReturn, TypeVar
 from urllib.parse import urlsplit
 
 import click
@@ -50,6 +51,8 @@ EXIT_AUTH = 4
 DEFAULT_URL = "http://127.0.0.1:8080"
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 
 class AdminError(click.ClickException):
@@ -147,6 +150,18 @@ class Api:
         if self.as_json:
             click.echo(json.dumps(data, indent=2, ensure_ascii=False))
         return self.as_json
+
+    def show(self, data: Any, text: Callable[[Any], str]) -> None:
+        """``data`` as JSON under ``--json``, else ``text(data)``. A body whose shape ``text``
+        cannot read (a newer or older gateway) is an :class:`AdminError` that says to try
+        ``--json``, never a traceback."""
+        if self.emit(data):
+            return
+        try:
+            shown = text(data)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            bad_shape(exc)
+        click.echo(shown)
 
 
 def _error_message(response: httpx.Response) -> str:
@@ -250,6 +265,17 @@ _TIMEOUT_OPTION = click.option(
     show_default=True,
     help="Seconds to wait for the gateway.",
 )
+
+
+def output_option(default: str, help: str | None = None) -> Callable[[_F], _F]:
+    """``--output FILE``: the JSON file a command writes its result to (``default``, here)."""
+    return click.option(
+        "--output",
+        type=click.Path(dir_okay=False, path_type=Path),
+        default=Path(default),
+        show_default=True,
+        help=help,
+    )
 
 
 def api_options(func: Any) -> Any:

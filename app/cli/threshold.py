@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from app.cli.support import CONTEXT, Api, api_options, bad_shape, check_name, table
+from app.cli.support import CONTEXT, Api, api_options, check_name, table
 
 __all__ = ["threshold_group"]
 
@@ -40,21 +40,12 @@ def _threshold_text(data: Mapping[str, Any]) -> str:
     return table(["SETTING", "SCOPE", "NAME", "VALUE"], rows, right="3")
 
 
-def _show_threshold(api: Api, data: Any) -> None:
-    if api.emit(data):
-        return
-    try:
-        click.echo(_threshold_text(data))
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        bad_shape(exc)
-
-
 @threshold_group.command("get", context_settings=CONTEXT)
 @api_options
 def threshold_get(url: str, key: str, as_json: bool, timeout: float) -> None:
     """Show the global threshold and every per-tenant / per-model override."""
     api = Api(url, key, timeout, as_json)
-    _show_threshold(api, api.call("GET", "/admin/threshold"))
+    api.show(api.call("GET", "/admin/threshold"), _threshold_text)
 
 
 @threshold_group.command("set", context_settings=CONTEXT)
@@ -114,4 +105,4 @@ def threshold_set(
     if precision:
         body = {"precision": body}
     api = Api(url, key, timeout, as_json)
-    _show_threshold(api, api.call("PUT", "/admin/threshold", body=body))
+    api.show(api.call("PUT", "/admin/threshold", body=body), _threshold_text)

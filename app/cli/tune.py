@@ -6,15 +6,16 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 import httpx
 
-from app.cli.heatmap import write_heatmap_html, write_heatmap_png
+from app.cli.heatmap import Heatmap, write_heatmap_html, write_heatmap_png
 from app.cli.plot import INSTALL_HINT, has_matplotlib
-from app.cli.support import EXIT_API_ERROR, EXIT_UNREACHABLE, table
+from app.cli.support import EXIT_API_ERROR, EXIT_UNREACHABLE, output_option, table
 from deja.errors import ReplicaError, TuningError
 from sim.gpus import GPU_PROFILES
 from tuning.grid import (
@@ -54,6 +55,9 @@ Exit code 1 when a cell failed or no cell meets --ttft-p99-ms.
 """
 
 
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
 def _int_list(ctx: click.Context, param: click.Parameter, value: str) -> list[int]:
     try:
         items = [int(v) for v in value.split(",") if v.strip()]
@@ -62,6 +66,17 @@ def _int_list(ctx: click.Context, param: click.Parameter, value: str) -> list[in
     if not items or min(items) < 1:
         raise click.BadParameter("at least one integer >= 1")
     return items
+
+
+def _axis_option(flag: str, default: Sequence[int], vllm_flag: str) -> Callable[[_F], _F]:
+    """One axis of the grid: the values of ``vllm_flag`` to try, comma-separated."""
+    return click.option(
+        flag,
+        default=",".join(map(str, default)),
+        show_default=True,
+        callback=_int_list,
+        help=f"{vllm_flag} values.",
+    )
 
 
 def _workload(opts: dict[str, Any], profile: VllmProfile | None) -> tuple[Workload, str | None]:
@@ -187,15 +202,15 @@ def _report(
     }
     store.save()
     output: Path = opts["output"]
-    title = f"deja tune: output tok/s ({mode_note})"
+    heatmap = Heatmap(results, seqs, tokens, best, slo, f"deja tune: output tok/s ({mode_note})")
     png, page = output.with_suffix(".png"), output.with_suffix(".html")
     wrote = [output, page]
     if has_matplotlib():
-        write_heatmap_png(results, seqs, tokens, png, best=best, slo_ms=slo, title=title)
+        write_heatmap_png(heatmap, png)
         wrote.insert(1, png)
     else:
         click.echo(f"matplotlib is not installed ({INSTALL_HINT}): no {png}, see {page}", err=True)
-    write_heatmap_html(results, seqs, tokens, page, best=best, slo_ms=slo, title=title)
+    write_heatmap_html(heatmap, page)
     click.echo(f"\noutput tokens/s ({mode_note}):\n" + _surface(results, seqs, tokens))
     for axis, moved in flat_axes(results).items():
         flag = "--max-num-seqs" if axis == "seqs" else "--max-num-batched-tokens"
@@ -260,20 +275,8 @@ def _report(
 @click.option("--max-model-len", type=click.IntRange(min=2), help="Context length (8192).")
 @click.option("--from-gateway", help="Take the lengths from this deja gateway's /metrics.")
 @click.option("--gateway-model", help="With --from-gateway: this model (default: the busiest).")
-@click.option(
-    "--seqs",
-    default=",".join(map(str, DEFAULT_SEQS)),
-    show_default=True,
-    callback=_int_list,
-    help="max-num-seqs values.",
-)
-@click.option(
-    "--tokens",
-    default=",".join(map(str, DEFAULT_TOKENS)),
-    show_default=True,
-    callback=_int_list,
-    help="max-num-batched-tokens values.",
-)
+@_axis_option("--seqs", DEFAULT_SEQS, "max-num-seqs")
+@_axis_option("--tokens", DEFAULT_TOKENS, "max-num-batched-tokens")
 @click.option(
     "--requests",
     type=click.IntRange(min=1),
@@ -298,12 +301,7 @@ def _report(
     type=click.FloatRange(min=0, min_open=True),
     help="SLO: recommend only cells with TTFT p99 at or below this.",
 )
-@click.option(
-    "--output",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=Path("tune-results.json"),
-    show_default=True,
-)
+@output_option("tune-results.json")
 @click.option(
     "--resume/--no-resume",
     default=True,

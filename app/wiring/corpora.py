@@ -13,11 +13,13 @@ from config.settings import Settings
 from deja.corpus.files import collect, content_type_for, read_document
 from deja.corpus.index import CHUNKS, ChunkStore
 from deja.corpus.names import check_corpus_name
+from deja.corpus.relevance import Floor
 from deja.corpus.reports import FileReport, SourceFile
 from deja.corpus.service import Corpora, CorpusSettings
 from deja.embedding.base import Embedder
 from deja.errors import DejaError, InvalidRequestError
 from deja.observability.metrics import Metrics
+from deja.vectors.hybrid import SparseEncoder
 from middleware.retrieve import RetrievalPolicy, RetrieveStep
 
 log = logging.getLogger("deja.corpus")
@@ -33,6 +35,8 @@ def corpus_settings(settings: Settings) -> CorpusSettings:
         max_pages=settings.corpus_max_pages,
         max_chunks=settings.corpus_max_chunks,
         parse_cpu_seconds=settings.corpus_parse_cpu_seconds,
+        search=settings.rag_search,
+        floor=Floor(settings.rag_min_score, settings.rag_score_margin),
     )
 
 
@@ -45,11 +49,10 @@ def chunk_store(settings: Settings, embedder: Embedder, vectors: VectorBackend) 
     """The chunks, in a collection apart from the cache's; searches bounded by the retrieval
     budget."""
     timeout = settings.rag_retrieval_timeout_seconds
-    return ChunkStore(
-        vectors.collection(
-            CHUNKS, embedder, timeout=timeout, maintenance_timeout=CHUNK_MAINTENANCE_SECONDS
-        )
+    collection = vectors.collection(
+        CHUNKS, embedder, timeout=timeout, maintenance_timeout=CHUNK_MAINTENANCE_SECONDS
     )
+    return ChunkStore(collection, SparseEncoder(avg_len=0.75 * settings.corpus_chunk_tokens))
 
 
 async def open_corpora(
@@ -89,6 +92,7 @@ def retrieve_step(
         top_k=settings.rag_top_k,
         timeout=settings.rag_retrieval_timeout_seconds,
         order=settings.rag_context_order,
+        on_empty=settings.rag_on_empty,
     )
     return RetrieveStep(corpora, embedder.embed, rag, metrics)
 

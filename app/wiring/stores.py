@@ -12,19 +12,18 @@ import logging
 from contextlib import AsyncExitStack
 from typing import Literal
 
-import redis.asyncio as aioredis
-
 from config.settings import ConfigError, Settings
 from deja.cache.exact.base import ExactStore
 from deja.cache.exact.disk import FILE_NAME as DISK_FILE
 from deja.cache.exact.disk import SqliteExactStore
 from deja.cache.exact.memory import MemoryExactStore
 from deja.cache.exact.redis import KEY_PREFIX as REDIS_KEY_PREFIX
-from deja.cache.exact.redis import RedisExactStore, connect_redis
+from deja.cache.exact.redis import RedisExactStore
 from deja.cache.exact.tiered import TieredExactStore
 from deja.cache.exact.tracking import TrackedTier
 from deja.cache.flightlock import FlightLock
 from deja.datadir import DataDirLock
+from deja.redisclient import WARM_UP_SECONDS, RedisClient, connect_redis, node_clients, warm_up
 
 log = logging.getLogger("deja")
 
@@ -34,10 +33,13 @@ ExactKind = Literal["disk", "memory", "redis"]
 def exact_kind(settings: Settings) -> ExactKind | None:
     """The exact store this configuration uses (None with the cache off): ``DEJA_EXACT_STORE``
     when set, else Redis when ``DEJA_REDIS_URL`` is set, else disk. A contradiction between the
-    two is refused in one line rather than one of them silently winning."""
+    two is refused in one line rather than one of them silently winning. A cluster URL
+    (``redis+cluster://``, or ``DEJA_REDIS_CLUSTER=true``) is a Redis URL like any other."""
+    chosen, url = settings.exact_store, settings.redis_url
+    if settings.redis_cluster and not url:
+        raise ConfigError("DEJA_REDIS_CLUSTER=true needs DEJA_REDIS_URL")
     if not settings.cache_enabled:
         return None
-    chosen, url = settings.exact_store, settings.redis_url
     if chosen is None:
         return "redis" if url else "disk"
     if chosen == "redis" and not url:
@@ -87,13 +89,17 @@ def lock_data_dir(stack: AsyncExitStack, settings: Settings) -> None:
         stack.callback(lock.release)
 
 
-def open_redis(stack: AsyncExitStack, settings: Settings) -> aioredis.Redis | None:
-    """The one Redis client: the exact store's, θ's and the rate limits' shared store (they
-    use it, never close it)."""
+async def open_redis(stack: AsyncExitStack, settings: Settings) -> RedisClient | None:
+    """The one Redis client (one node or a cluster): the exact store's, θ's and the rate
+    limits' shared store (they use it, never close it). A cluster's slot map is read here,
+    not inside the first request's timeout."""
     if not settings.redis_url:
         return None
-    redis = connect_redis(settings.redis_url, timeout=settings.redis_timeout_seconds)
+    redis = connect_redis(
+        settings.redis_url, timeout=settings.redis_timeout_seconds, cluster=settings.redis_cluster
+    )
     stack.push_async_callback(redis.aclose)
+    await warm_up(redis, WARM_UP_SECONDS)
     return redis
 
 
@@ -103,14 +109,18 @@ async def flight_lock(stack: AsyncExitStack, settings: Settings) -> FlightLock |
     if exact_kind(settings) != "redis" or settings.redis_url is None:
         return None
     client = connect_redis(
-        settings.redis_url, timeout=settings.redis_timeout_seconds, max_connections=64
+        settings.redis_url,
+        timeout=settings.redis_timeout_seconds,
+        max_connections=64,
+        cluster=settings.redis_cluster,
     )
     stack.push_async_callback(client.aclose)
+    await warm_up(client, WARM_UP_SECONDS)
     return FlightLock(client)
 
 
 async def exact_store(
-    stack: AsyncExitStack, settings: Settings, redis: aioredis.Redis | None
+    stack: AsyncExitStack, settings: Settings, redis: RedisClient | None
 ) -> ExactStore | None:
     """The store ``exact_kind`` chose, opened, with its close registered on ``stack``."""
     kind = exact_kind(settings)
@@ -124,7 +134,12 @@ async def exact_store(
         assert redis is not None  # exact_kind: redis needs DEJA_REDIS_URL
         tracking = None
         if settings.redis_client_cache:
-            tracking = TrackedTier(redis, prefix=REDIS_KEY_PREFIX, tier=memory)
+            nodes = node_clients(
+                settings.redis_url or "",
+                timeout=settings.redis_timeout_seconds,
+                cluster=settings.redis_cluster,
+            )
+            tracking = TrackedTier(redis, prefix=REDIS_KEY_PREFIX, tier=memory, node_client=nodes)
         remote = RedisExactStore(
             redis,
             timeout=settings.redis_timeout_seconds,

@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import logging
 
-import redis.asyncio as aioredis
-
 from config.settings import Settings
+from deja.redisclient import RedisClient
 from deja.tenancy.keyring import KeyRing
 from deja.tenancy.keywatch import KeysFile
 from deja.tenancy.ratelimit import MemoryRateLimiter, RateLimiter, RedisRateLimiter
@@ -32,12 +31,12 @@ def client_keys(settings: Settings) -> tuple[KeyRing, KeysFile | None]:
     return keys_file.load(), keys_file
 
 
-def rate_limiter(redis: aioredis.Redis | None) -> RateLimiter:
+def rate_limiter(redis: RedisClient | None) -> RateLimiter:
     """Token buckets in Redis (one budget per key across every worker) or in this process."""
     return RedisRateLimiter(redis) if redis is not None else MemoryRateLimiter()
 
 
-def threshold_store(settings: Settings, redis: aioredis.Redis | None) -> ThresholdStore:
+def threshold_store(settings: Settings, redis: RedisClient | None) -> ThresholdStore:
     """Where live θ and precision targets are saved and polled from."""
     if redis is not None:
         return RedisThresholdStore(redis)

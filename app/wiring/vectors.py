@@ -16,11 +16,20 @@ from deja.diskspace import DiskSpace
 from deja.embedding.base import Embedder
 from deja.vectors.collection import Collection, Schema
 from deja.vectors.edge import EdgeCollection
-from deja.vectors.qdrant import QdrantCollection
+from deja.vectors.qdrant import Distribution, QdrantCollection
 
 #: ``DEJA_QDRANT_URL`` value that runs the server backend on qdrant-client's in-process local
 #: mode (same client API, no server): for tests and demos only.
 QDRANT_LOCAL_MEMORY = ":memory:"
+
+
+def qdrant_distribution(settings: Settings) -> Distribution:
+    """Shards and replicas of the collections this gateway creates on a Qdrant server."""
+    return Distribution(
+        shard_number=settings.qdrant_shard_number,
+        replication_factor=settings.qdrant_replication_factor,
+        write_consistency_factor=settings.qdrant_write_consistency_factor,
+    )
 
 
 @dataclass(frozen=True)
@@ -46,7 +55,8 @@ class VectorBackend:
     def collection(
         self, schema: Schema, embedder: Embedder, *, timeout: float, maintenance_timeout: float
     ) -> Collection:
-        """The schema's collection for ``embedder`` on the chosen backend (not yet opened)."""
+        """The schema's collection for ``embedder`` on the chosen backend (not yet opened),
+        with the BM25 sparse vector when the schema asks for one (the corpora's chunks)."""
         settings = self.settings
         name, dim, indexes = (
             schema.collection(embedder.model_id, embedder.dim),
@@ -55,7 +65,12 @@ class VectorBackend:
         )
         if not settings.qdrant_url:
             return EdgeCollection(
-                settings.data_dir, collection=name, dim=dim, indexes=indexes, space=self.space
+                settings.data_dir,
+                collection=name,
+                dim=dim,
+                indexes=indexes,
+                space=self.space,
+                sparse=schema.sparse,
             )
         server: dict[str, Any] = {"client": self.local}
         if self.local is None:
@@ -67,5 +82,7 @@ class VectorBackend:
             indexes=indexes,
             timeout=timeout,
             maintenance_timeout=maintenance_timeout,
+            sparse=schema.sparse,
+            distribution=qdrant_distribution(settings),
             **server,
         )

@@ -5,6 +5,9 @@ the lock held polls the exact store for the answer instead, until the lock goes 
 finished or died: its TTL is short) or its own deadline comes, and then calls the replica
 itself. Nothing ever waits on the lock longer than the request's own deadline, and a Redis
 failure means "not held": the request goes upstream as it would without coalescing.
+
+On a Redis Cluster each lock is one key on its own slot's master (``SET NX PX``, and a release
+script that reads and deletes that one key), so locks need no hash tag and spread by entry id.
 """
 
 from __future__ import annotations
@@ -12,8 +15,7 @@ from __future__ import annotations
 import logging
 import secrets
 
-import redis.asyncio as aioredis
-from redis.exceptions import RedisError
+from deja.redisclient import REDIS_ERRORS, RedisClient
 
 log = logging.getLogger("deja.cache")
 
@@ -28,7 +30,7 @@ return 0
 class FlightLock:
     """``deja:flight:<entry id>`` locks on the shared Redis."""
 
-    def __init__(self, client: aioredis.Redis, *, ttl_seconds: float = 30.0) -> None:
+    def __init__(self, client: RedisClient, *, ttl_seconds: float = 30.0) -> None:
         self.client = client
         self.ttl_ms = max(1, int(ttl_seconds * 1000))
         self.token = secrets.token_hex(8)
@@ -40,18 +42,18 @@ class FlightLock:
             return bool(
                 await self.client.set(_PREFIX + entry_id, self.token, nx=True, px=self.ttl_ms)
             )
-        except RedisError as exc:
+        except REDIS_ERRORS as exc:
             log.debug("flight lock unavailable, leading: %s", exc)
             return True
 
     async def held(self, entry_id: str) -> bool:
         try:
             return bool(await self.client.exists(_PREFIX + entry_id))
-        except RedisError:
+        except REDIS_ERRORS:
             return False
 
     async def release(self, entry_id: str) -> None:
         try:
             await self._release(keys=[_PREFIX + entry_id], args=[self.token])
-        except RedisError as exc:
+        except REDIS_ERRORS as exc:
             log.debug("flight lock release failed (it expires by itself): %s", exc)

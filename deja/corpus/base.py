@@ -33,7 +33,8 @@ class Chunk:
 @dataclass(frozen=True, slots=True)
 class RetrievedChunk:
     chunk: Chunk
-    #: Cosine similarity to the question; used to pick the top k, never to order the context.
+    #: Cosine similarity to the question (whatever ranked it: the relevance floor's measure);
+    #: never used to order the context.
     score: float
 
 
@@ -57,8 +58,9 @@ class SourceRef:
 @dataclass(frozen=True, slots=True)
 class DocumentChange:
     """A document that was added (``old_version`` None), changed, or removed (``new_version``
-    None). Answers built from ``old_version`` are now stale; answers to questions near the new
-    content (``vectors``: its chunks' embeddings) may be too."""
+    None). Answers built from ``old_version`` are now stale; answers to questions near
+    ``vectors`` may be too: the new content's chunk embeddings, or for a removed document the
+    embeddings of the chunks it had (a question near them lost what answered it)."""
 
     tenant: str
     corpus: str
@@ -86,9 +88,11 @@ class Retriever(Protocol):
         *,
         limit: int,
         where: dict[str, str] | None = None,
+        query: str = "",
     ) -> list[RetrievedChunk]:
-        """The ``limit`` chunks nearest ``vector`` in the tenant's corpus (optionally only those
-        whose metadata equals ``where``), best first, at most one version per document."""
+        """At most ``limit`` chunks of the tenant's corpus for the question ``query`` embedded
+        as ``vector`` (optionally only those whose metadata equals ``where``), best first, at
+        most one version per document, none under the relevance floor: possibly none."""
 
 
 def context_order(chunks: list[RetrievedChunk]) -> list[RetrievedChunk]:

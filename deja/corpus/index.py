@@ -26,12 +26,14 @@ from typing import Any
 
 from deja.corpus.base import Chunk, RetrievedChunk
 from deja.vectors.collection import Collection, Point, Schema
-from deja.vectors.filters import Condition, Filter, Match, Range, all_of
+from deja.vectors.filters import Condition, Filter, Match, MatchAny, Range, all_of
+from deja.vectors.hybrid import SearchMode, SparseEncoder, ranked_search
 
 #: Payload key of the compound (tenant, corpus) keyword every search filters on.
 CORPUS_KEY_FIELD = "corpus_key"
-#: The corpora's schema: collections ``deja-corpus_<embedder>_<dim>``, and their payload
-#: indexes (an integer one on ``index``: 0 selects the heads).
+#: The corpora's schema: collections ``deja-corpus_<embedder>_<dim>``, their payload indexes
+#: (an integer one on ``index``: 0 selects the heads), and the BM25 sparse vector, written
+#: whatever ``rag_search`` says so that the search mode can change without a re-ingest.
 CHUNKS = Schema(
     "deja-corpus",
     {
@@ -42,6 +44,7 @@ CHUNKS = Schema(
         "version": "integer",
         "index": "integer",
     },
+    sparse=True,
 )
 CHUNK_INDEXES = CHUNKS.indexes
 #: Most corpora a listing of every tenant's corpora returns.
@@ -210,13 +213,15 @@ def _where(
 
 
 class ChunkStore:
-    """The corpora's cosine-similarity store of chunks on one ``Collection`` (Edge or a Qdrant
-    server: the same code). Searches are request-path calls (the retrieval budget); writes,
-    deletes and listings are maintenance (an upsert carries a whole document's chunks). Raises
-    ``deja.errors.VectorStoreError`` for any backend failure."""
+    """The corpora's store of chunks on one ``Collection`` (Edge or a Qdrant server: the same
+    code): a dense vector per chunk and, when the collection has one, its BM25 sparse vector,
+    searched dense, sparse or both fused (``deja.vectors.hybrid``). Searches are request-path
+    calls (the retrieval budget); writes, deletes and listings are maintenance (an upsert
+    carries many chunks). Raises ``deja.errors.VectorStoreError`` for any backend failure."""
 
-    def __init__(self, collection: Collection) -> None:
+    def __init__(self, collection: Collection, encoder: SparseEncoder | None = None) -> None:
         self.backend = collection
+        self.encoder = encoder or SparseEncoder()
         self.name = collection.name
         self.collection = collection.collection
         #: True when other processes may change the store (a Qdrant server): the corpus set is
@@ -229,7 +234,16 @@ class ChunkStore:
 
     async def upsert(self, points: list[ChunkPoint]) -> None:
         """Insert or replace points, all in one update."""
-        batch = [Point(chunk_point_id(p.chunk), p.vector, p.payload()) for p in points]
+        lexical = self.backend.sparse
+        batch = [
+            Point(
+                chunk_point_id(p.chunk),
+                p.vector,
+                p.payload(),
+                self.encoder.document(p.chunk.text) if lexical else None,
+            )
+            for p in points
+        ]
         await self.backend.upsert(batch, maintenance=True)
 
     async def delete_older(self, tenant: str, corpus: str, document: str, version: int) -> None:
@@ -249,13 +263,26 @@ class ChunkStore:
         *,
         limit: int,
         where: dict[str, str] | None = None,
+        query: str = "",
+        mode: SearchMode = "dense",
     ) -> list[RetrievedChunk]:
-        """The nearest chunks of ``tenant``'s ``corpus`` (whose metadata equals ``where`` when
-        given), best first; every version present is searched."""
+        """The best chunks of ``tenant``'s ``corpus`` (whose metadata equals ``where`` when
+        given) for the question ``query`` embedded as ``vector``, best first by ``mode``, each
+        scored by its cosine to the question; every version present is searched."""
         flt = _where(matches(tenant, corpus), where)
-        hits = await self.backend.search(vector, flt, limit=limit)
-        found = (retrieved(hit.score, hit.payload) for hit in hits)
+        sparse = self.encoder.query(query) if query and mode != "dense" else None
+        hits = await ranked_search(self.backend, vector, sparse, flt, limit=limit, mode=mode)
+        found = (retrieved(hit.cosine, hit.payload) for hit in hits)
         return [r for r in found if r is not None]
+
+    @property
+    def hybrid(self) -> bool:
+        """Whether the collection holds sparse vectors (False for one created before them)."""
+        return self.backend.sparse
+
+    async def vectors(self, tenant: str, corpus: str, document: str) -> list[list[float]]:
+        """The dense vectors of every stored chunk of a document (before it is removed)."""
+        return await self.backend.vectors(Filter(tuple(matches(tenant, corpus, document))))
 
     async def heads(
         self, tenant: str | None = None, corpus: str | None = None, document: str | None = None
@@ -263,6 +290,20 @@ class ChunkStore:
         """The head of every stored version matching the given fields (all when None)."""
         flt = _where(matches(tenant, corpus, document), heads=True)
         return [head_of(p) for p in await self.backend.scroll(flt, leave_out=("text",))]
+
+    async def heads_of(
+        self, tenant: str, corpus: str, documents: list[str]
+    ) -> dict[str, DocumentHead]:
+        """The newest stored version of each of ``documents`` that has one, in one listing."""
+        if not documents:
+            return {}
+        chosen = MatchAny("document", tuple(sorted(set(documents))))
+        flt = _where([*matches(tenant, corpus), chosen], heads=True)
+        newest: dict[str, DocumentHead] = {}
+        for head in map(head_of, await self.backend.scroll(flt, leave_out=("text",))):
+            if head.document not in newest or head.version > newest[head.document].version:
+                newest[head.document] = head
+        return newest
 
     async def corpus_keys(self) -> set[tuple[str, str]]:
         """Every (tenant, corpus) that holds at least one chunk."""

@@ -29,8 +29,9 @@ async def near_questions(
     changes: Iterable[DocumentChange], vectors: VectorStore, near: float, *, limit: int = 100
 ) -> set[str]:
     """Entry ids of cached questions of the changes' tenants whose cosine to any chunk of the
-    new content is at least ``near``: answers the new text may contradict, whatever they were
-    built from (an added document counts too)."""
+    new content (a removed document: of its last content) is at least ``near``: answers the
+    new text may contradict or the removed text may have borne on, whatever they were built
+    from (an added document counts too)."""
     found: set[str] = set()
     now = time.time()
     for change in changes:

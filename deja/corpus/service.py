@@ -25,11 +25,11 @@ import hashlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import orjson
 
-from deja.corpus.base import Chunk, DocumentChange, RetrievedChunk, newest_only
+from deja.corpus.base import DocumentChange, RetrievedChunk, newest_only
 from deja.corpus.chunking import (
     ChunkText,
     TokenCounter,
@@ -39,9 +39,19 @@ from deja.corpus.chunking import (
     word_counter,
 )
 from deja.corpus.index import ChunkPoint, ChunkStore, DocumentHead
-from deja.corpus.names import check_document_id, check_metadata
+from deja.corpus.ingest import (
+    Pending,
+    check_file,
+    chunk_points,
+    embed_pending,
+    groups,
+    new_head,
+    parse_all,
+)
+from deja.corpus.names import check_metadata
 from deja.corpus.parsing import ParsedDocument
 from deja.corpus.parsing.base import detect_format
+from deja.corpus.relevance import Floor
 from deja.corpus.reports import FileReport, IngestReport, Removal, SourceFile
 from deja.corpus.worker import ParseLimits, parse_bounded, parse_isolated
 from deja.embedding.base import Embedder
@@ -50,11 +60,11 @@ from deja.errors import (
     DejaError,
     DocumentError,
     EmbedderError,
-    InvalidRequestError,
     RetrievalError,
     VectorStoreError,
 )
 from deja.observability.metrics import Metrics
+from deja.vectors.hybrid import SearchMode
 
 log = logging.getLogger("deja.corpus")
 
@@ -78,6 +88,10 @@ class CorpusSettings:
     max_pages: int = 500
     max_chunks: int = 2000
     parse_cpu_seconds: int = 30
+    #: How a question searches its corpus (``deja.vectors.hybrid``).
+    search: SearchMode = "dense"
+    #: Which retrieved chunks go into the prompt (``deja.corpus.relevance``).
+    floor: Floor = field(default_factory=Floor)
 
 
 def token_counter(model_id: str) -> tuple[str, TokenCounter]:
@@ -170,10 +184,12 @@ class Corpora:
         *,
         limit: int,
         where: dict[str, str] | None = None,
+        query: str = "",
     ) -> list[RetrievedChunk]:
-        """The ``limit`` chunks nearest ``vector`` in the tenant's corpus, best first, one
-        version per document. ``RetrievalError`` when the store fails or the retrieval
-        timeout passes."""
+        """At most ``limit`` chunks of the tenant's corpus for the question ``query`` (embedded
+        as ``vector``), best first by the search mode, one version per document, those under
+        the relevance floor left out (possibly all). ``RetrievalError`` when the store fails or
+        the retrieval timeout passes."""
         if limit < 1:
             return []
         if where:
@@ -182,14 +198,22 @@ class Corpora:
         seconds = self.settings.retrieval_timeout
         try:
             async with asyncio.timeout(seconds):
-                hits = await self.store.search(vector, tenant, corpus, limit=fetch, where=where)
+                hits = await self.store.search(
+                    vector,
+                    tenant,
+                    corpus,
+                    limit=fetch,
+                    where=where,
+                    query=query,
+                    mode=self.settings.search,
+                )
         except TimeoutError as exc:
             raise RetrievalError(
                 f"retrieval from corpus {corpus!r} timed out after {seconds:g}s"
             ) from exc
         except VectorStoreError as exc:
             raise RetrievalError(f"retrieval from corpus {corpus!r} failed: {exc.message}") from exc
-        return newest_only(hits)[:limit]
+        return self.settings.floor.keep(newest_only(hits), limit)
 
     async def documents(self, tenant: str, corpus: str | None = None) -> list[DocumentHead]:
         """The newest version of each document of the tenant (of one corpus), sorted by corpus
@@ -218,73 +242,100 @@ class Corpora:
         dry_run: bool = False,
     ) -> IngestReport:
         """Add or update each file as a document of ``tenant``'s ``corpus`` (created on first
-        use). A file that cannot be used is reported ``failed`` with its reason and the others
-        go on; a failing store or embedder raises (``VectorStoreError``, ``EmbedderError``).
-        ``dry_run``: parse, chunk and embed, write nothing, and report what would change and
-        how many cached answers it would invalidate."""
+        use), in groups of files embedded and written together (``deja.corpus.ingest``). A file
+        that cannot be used is reported ``failed`` with its reason and the others go on; a
+        failing store raises ``VectorStoreError``, an embedder that fails on every file of a
+        group ``EmbedderError``. ``dry_run``: parse, chunk and embed, write nothing, and report
+        what would change and how many cached answers it would invalidate."""
         report = IngestReport(tenant, corpus)
-        for file in files:
+        for group in groups(files):
             async with self._write:
-                line = await self._ingest_one(tenant, corpus, file, dry_run)
-            report.files.append(line)
-            if not dry_run:
-                self._count_metric(corpus, line)
-            if progress is not None:
-                progress(line)
+                lines = await self._ingest_group(tenant, corpus, group, dry_run)
+            for line in lines:
+                report.files.append(line)
+                if not dry_run:
+                    self._count_metric(corpus, line)
+                if progress is not None:
+                    progress(line)
         return report
 
-    async def _ingest_one(
-        self, tenant: str, corpus: str, file: SourceFile, dry_run: bool = False
-    ) -> FileReport:
-        document = file.document
-        try:
-            check_document_id(document)
-            check_metadata(file.metadata)
-        except InvalidRequestError as exc:
-            return FileReport(document, "failed", reason=exc.message)
-        content_hash = fingerprint(file, self.recipe)
-        current = await self._current(tenant, corpus, document)
-        if current is not None and current.content_hash == content_hash:
-            return FileReport(document, "unchanged", current.version, chunks=current.chunks)
-        try:
-            parsed, pieces = await self._parse(file)
-        except DocumentError as exc:
-            return FileReport(document, "failed", reason=exc.message)
-        version = current.version + 1 if current is not None else 1
-        vectors = await self._embed([p.text for p in pieces])
-        head = DocumentHead(
-            tenant=tenant,
-            corpus=corpus,
-            document=document,
-            version=version,
-            chunks=len(pieces),
-            content_hash=content_hash,
-            title=parsed.title,
-            source=file.source or document,
-            format=parsed.format,
-            bytes=len(file.data),
-            ingested_at=time.time(),
-            metadata=dict(file.metadata),
+    async def _ingest_group(
+        self, tenant: str, corpus: str, files: list[SourceFile], dry_run: bool
+    ) -> list[FileReport]:
+        """One group: check, parse, embed across files, write once, announce; a line per file
+        in the order given."""
+        lines: dict[int, FileReport] = {}
+        usable: dict[int, SourceFile] = {}
+        for i, file in enumerate(files):
+            bad = check_file(file)
+            if bad is None:
+                usable[i] = file
+            else:
+                lines[i] = bad
+        current = await self.store.heads_of(tenant, corpus, [f.document for f in usable.values()])
+        changed: dict[int, tuple[SourceFile, str]] = {}
+        for i, file in usable.items():
+            content_hash = fingerprint(file, self.recipe)
+            head = current.get(file.document)
+            if head is not None and head.content_hash == content_hash:
+                lines[i] = FileReport(file.document, "unchanged", head.version, chunks=head.chunks)
+            else:
+                changed[i] = (file, content_hash)
+        parsed = await parse_all(self._parse, [f for f, _ in changed.values()])
+        pending: dict[int, Pending] = {}
+        for (i, (file, content_hash)), result in zip(changed.items(), parsed, strict=True):
+            if isinstance(result, DocumentError):
+                lines[i] = FileReport(file.document, "failed", reason=result.message)
+            else:
+                pending[i] = Pending(file, content_hash, current.get(file.document), *result)
+        refused = await embed_pending(
+            self.embedder, list(pending.values()), self.settings.embed_batch
         )
-        old = current.version if current is not None else None
-        change = DocumentChange(tenant, corpus, document, old, version, vectors)
-        if not dry_run:
-            await self.store.upsert(_points(head, pieces, vectors))
-            await self.store.delete_older(tenant, corpus, document, version)
+        for i, item in list(pending.items()):
+            if item.file.document in refused:
+                lines[i] = refused[item.file.document]
+                del pending[i]
+        lines.update(await self._write_group(tenant, corpus, pending, dry_run))
+        return [lines[i] for i in range(len(files))]
+
+    async def _write_group(
+        self, tenant: str, corpus: str, pending: dict[int, Pending], dry_run: bool
+    ) -> dict[int, FileReport]:
+        """Upsert the group's new versions in one call, delete the versions they replace, then
+        announce each change (an update's answers are found by provenance, per document)."""
+        made: dict[int, tuple[Pending, DocumentHead]] = {}
+        points: list[ChunkPoint] = []
+        now = time.time()
+        for i, item in pending.items():
+            head = new_head(tenant, corpus, item, now)
+            made[i] = (item, head)
+            assert item.vectors is not None
+            points.extend(chunk_points(head, item.pieces, item.vectors))
+        if not dry_run and points:
+            await self.store.upsert(points)
+            for item, head in made.values():
+                if item.current is not None:
+                    await self.store.delete_older(tenant, corpus, head.document, head.version)
             self._known.add((tenant, corpus))
             if self.metrics is not None:
-                self.metrics.corpus_chunks.labels(corpus).inc(len(pieces))
-        invalidated, error = await self._announce([change], dry_run=dry_run)
-        return FileReport(
-            document,
-            "added" if current is None else "updated",
-            version,
-            old,
-            chunks=len(pieces),
-            invalidated=invalidated,
-            invalidation_error=error,
-            dry_run=dry_run,
-        )
+                self.metrics.corpus_chunks.labels(corpus).inc(len(points))
+        lines: dict[int, FileReport] = {}
+        for i, (item, head) in made.items():
+            old = item.current.version if item.current is not None else None
+            assert item.vectors is not None
+            change = DocumentChange(tenant, corpus, head.document, old, head.version, item.vectors)
+            invalidated, error = await self._announce([change], dry_run=dry_run)
+            lines[i] = FileReport(
+                head.document,
+                "added" if old is None else "updated",
+                head.version,
+                old,
+                chunks=head.chunks,
+                invalidated=invalidated,
+                invalidation_error=error,
+                dry_run=dry_run,
+            )
+        return lines
 
     async def _parse(self, file: SourceFile) -> tuple[ParsedDocument, list[ChunkText]]:
         """Parse (a PDF in its own bounded worker process, anything else in a thread: their
@@ -310,14 +361,6 @@ class Corpora:
             )
         return parsed, pieces
 
-    async def _embed(self, texts: list[str]) -> list[list[float]]:
-        vectors: list[list[float]] = []
-        step = self.settings.embed_batch
-        for start in range(0, len(texts), step):
-            batch = texts[start : start + step]
-            vectors.extend(await asyncio.to_thread(self.embedder.embed_batch, batch))
-        return vectors
-
     async def remove(self, tenant: str, corpus: str, document: str) -> Removal | None:
         """Remove every chunk of a document; None when the corpus has no such document
         (``CorpusNotFoundError`` when the tenant has no such corpus)."""
@@ -326,11 +369,13 @@ class Corpora:
             current = await self._current(tenant, corpus, document)
             if current is None:
                 return None
+            # Its chunks' vectors, for the questions near them (``rag_invalidate_near``).
+            vectors = await self.store.vectors(tenant, corpus, document)
             await self.store.delete_document(tenant, corpus, document)
             await self.refresh()
         if self.metrics is not None:
             self.metrics.corpus_documents.labels(corpus, "removed").inc()
-        change = DocumentChange(tenant, corpus, document, current.version, None)
+        change = DocumentChange(tenant, corpus, document, current.version, None, vectors)
         invalidated, error = await self._announce([change])
         return Removal(change, current.chunks, invalidated, error)
 
@@ -356,26 +401,3 @@ class Corpora:
     def _count_metric(self, corpus: str, line: FileReport) -> None:
         if self.metrics is not None:
             self.metrics.corpus_documents.labels(corpus, line.status).inc()
-
-
-def _points(
-    head: DocumentHead, pieces: list[ChunkText], vectors: list[list[float]]
-) -> list[ChunkPoint]:
-    return [
-        ChunkPoint(
-            chunk=Chunk(
-                tenant=head.tenant,
-                corpus=head.corpus,
-                document=head.document,
-                version=head.version,
-                index=piece.index,
-                text=piece.text,
-                title=piece.title,
-                metadata=dict(head.metadata),
-            ),
-            vector=vector,
-            content_hash=head.content_hash,
-            head=head if piece.index == 0 else None,
-        )
-        for piece, vector in zip(pieces, vectors, strict=True)
-    ]

@@ -311,7 +311,8 @@ class Metrics:
     def _define_rag(self, r: CollectorRegistry) -> None:
         self.retrievals = Counter(
             "deja_retrievals",
-            "RAG retrievals by outcome (ok, failed_answered, failed_refused)",
+            "RAG retrievals by outcome (ok, empty_answered, empty_refused, failed_answered, "
+            "failed_refused)",
             ["outcome"],
             registry=r,
         )

@@ -201,7 +201,7 @@ class Judge:
         query: str,
         cached: str,
         model: str,
-        spawn: Callable[[Coroutine[Any, Any, None]], None],
+        spawn: Callable[[Coroutine[Any, Any, None]], object],
     ) -> None:
         """Async mode: have ``spawn`` run :meth:`verdict` in the background, so its result is
         :meth:`known` next time. Nothing is spawned in mode ``off``, when the verdict is already

@@ -160,7 +160,7 @@ class ShadowChecks:
         upstream: Upstream,
         embedder: Embedder,
         metrics: Metrics,
-        spawn: Callable[[Coroutine[Any, Any, None]], None],
+        spawn: Callable[[Coroutine[Any, Any, None]], object],
         exact: ExactStore,
         vectors: VectorStore | None = None,
         invalidate: bool = False,

@@ -5,6 +5,10 @@ In one process the buckets live in memory. With several workers (``deja serve --
 or several gateways, they live in Redis, so a key's budget is global — not N × rpm. The Redis
 bucket is one Lua script (read, refill, take, write, all atomic); if Redis fails, the request is
 admitted and the failure logged: a cache outage must not turn into refused requests.
+
+On a Redis Cluster the script runs on the master of its one key's slot: it touches no other
+key (the clock is Redis's own ``TIME``), so it needs no hash tag, and buckets of different
+keys spread over the masters.
 """
 
 from __future__ import annotations
@@ -15,10 +19,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Protocol
 
-import redis.asyncio as aioredis
-from redis.exceptions import RedisError
-
 from deja.errors import RateLimitError
+from deja.redisclient import REDIS_ERRORS, RedisClient
 
 log = logging.getLogger("deja.tenancy")
 
@@ -88,14 +90,14 @@ class RedisRateLimiter:
     """Buckets shared by every process on one Redis (``deja:rl:<key id>``). The clock is
     Redis's own (``TIME``), so processes with skewed clocks share one bucket honestly."""
 
-    def __init__(self, client: aioredis.Redis) -> None:
+    def __init__(self, client: RedisClient) -> None:
         self.client = client
         self._take = client.register_script(_TAKE.replace("local now = tonumber(ARGV[3])", _NOW))
 
     async def take(self, key_id: str, rpm: int) -> None:
         try:
             wait_ms = int(await self._take(keys=[f"deja:rl:{key_id}"], args=[rpm, rpm / 60.0]))
-        except RedisError as exc:
+        except REDIS_ERRORS as exc:
             log.warning("rate limit store unavailable, admitting the request: %s", exc)
             return
         if wait_ms > 0:

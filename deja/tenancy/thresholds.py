@@ -15,16 +15,16 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import orjson
-import redis.asyncio as aioredis
-from redis.exceptions import RedisError
 
 from deja.errors import InvalidRequestError, ThresholdStoreError, describe
 from deja.files import write_atomic
+from deja.redisclient import REDIS_ERRORS, RedisClient
 
 log = logging.getLogger("deja.thresholds")
 
 THRESHOLD_POLL_SECONDS = 2.0
 REDIS_KEY = "deja:thresholds"
+_READ_ERRORS: tuple[type[BaseException], ...] = (*REDIS_ERRORS, orjson.JSONDecodeError)
 
 
 @dataclass
@@ -150,23 +150,25 @@ class FileThresholdStore:
 
 
 class RedisThresholdStore:
-    """One Redis key holding the JSON document (on the gateway's one Redis client)."""
+    """One Redis key holding the JSON document (on the gateway's one Redis client; on a
+    cluster, on the master of that key's slot: one small key read every
+    ``THRESHOLD_POLL_SECONDS`` by every process)."""
 
-    def __init__(self, client: aioredis.Redis) -> None:
+    def __init__(self, client: RedisClient) -> None:
         self._client = client
 
     async def load(self) -> dict[str, Any] | None:
         try:
             raw = await self._client.get(REDIS_KEY)
             data = orjson.loads(raw) if raw else None
-        except (RedisError, OSError, orjson.JSONDecodeError) as exc:
+        except _READ_ERRORS as exc:
             raise ThresholdStoreError(f"cannot read θ from redis: {describe(exc)}") from exc
         return data if isinstance(data, dict) else None
 
     async def save(self, data: dict[str, Any]) -> None:
         try:
             await self._client.set(REDIS_KEY, orjson.dumps(data))
-        except (RedisError, OSError) as exc:
+        except REDIS_ERRORS as exc:
             raise ThresholdStoreError(f"cannot write θ to redis: {describe(exc)}") from exc
 
 

@@ -10,7 +10,7 @@ timeout; the embedded backend has none.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from deja.vectors.filters import Filter
@@ -21,21 +21,40 @@ IndexKind = Literal["keyword", "tenant", "integer", "float"]
 Indexes = dict[str, IndexKind]
 
 
+#: The name of the sparse (lexical) vector of a collection that has one; the dense vector is
+#: the unnamed default, so a collection created before sparse vectors existed keeps working.
+SPARSE_VECTOR = "bm25"
+
+
+@dataclass(frozen=True, slots=True)
+class Sparse:
+    """A sparse vector: term ids (hashed tokens) and their weights. The backend multiplies a
+    document's weights by the term's IDF over the collection (Qdrant's ``idf`` modifier)."""
+
+    indices: list[int]
+    values: list[float]
+
+
 @dataclass(frozen=True, slots=True)
 class Point:
-    """One point to upsert: a UUID (or integer) id, its vector and payload."""
+    """One point to upsert: a UUID (or integer) id, its vector and payload, and its sparse
+    vector in a collection that has one (ignored by one that has not)."""
 
     id: str
     vector: list[float]
     payload: dict[str, Any]
+    sparse: Sparse | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Hit:
-    """A search result: cosine similarity in [-1, 1] and the stored payload."""
+    """A search result: cosine similarity in [-1, 1] (a sparse search: the BM25 score) and the
+    stored payload; the point id, and its dense vector when it was asked for."""
 
     score: float
     payload: dict[str, Any]
+    id: str = ""
+    vector: list[float] | None = field(default=None, compare=False, repr=False)
 
 
 class Collection(Protocol):
@@ -47,6 +66,9 @@ class Collection(Protocol):
     collection: str
     #: True when other processes may change it (a Qdrant server): readers then re-read.
     shared: bool
+    #: True once open when the collection holds the sparse vector ``SPARSE_VECTOR`` (asked for
+    #: with ``sparse=True`` and, for an existing collection, created with it).
+    sparse: bool
 
     async def open(self) -> None:
         """Create the collection and its payload indexes when missing, else load it
@@ -59,6 +81,15 @@ class Collection(Protocol):
         self, vector: list[float], where: Filter | None, *, limit: int, maintenance: bool = False
     ) -> list[Hit]:
         """The ``limit`` nearest points matching ``where`` (inside the search), best first."""
+
+    async def search_sparse(
+        self, sparse: Sparse, where: Filter | None, *, limit: int, with_vector: bool = False
+    ) -> list[Hit]:
+        """The ``limit`` best points by sparse dot product (IDF-weighted), best first, with
+        their dense vectors when ``with_vector``; ``VectorStoreError`` without a sparse vector."""
+
+    async def vectors(self, where: Filter) -> list[list[float]]:
+        """The dense vectors of every point matching ``where`` (maintenance)."""
 
     async def delete_ids(self, ids: list[str]) -> None:
         """Remove points by id; missing ids are ignored."""
@@ -88,10 +119,12 @@ class Collection(Protocol):
 @dataclass(frozen=True, slots=True)
 class Schema:
     """A payload schema on the layer, as far as the layer needs to know it: the name prefix
-    of its collections and the payload indexes they get."""
+    of its collections, the payload indexes they get, and whether its points carry the sparse
+    vector ``SPARSE_VECTOR`` beside the dense one (for hybrid search)."""
 
     prefix: str
     indexes: Indexes
+    sparse: bool = False
 
     def collection(self, embedder_id: str, dim: int) -> str:
         """A collection per schema, embedder identity and dimension, so vectors of different

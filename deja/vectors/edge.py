@@ -15,6 +15,7 @@ process; ``close()`` flushes the segments as well, so a clean restart need not r
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -24,9 +25,10 @@ import qdrant_edge as qe
 
 from deja.diskspace import DiskSpace
 from deja.errors import VectorStoreError
-from deja.vectors.collection import Hit, Indexes, IndexKind, Point
+from deja.vectors.collection import SPARSE_VECTOR, Hit, Indexes, IndexKind, Point, Sparse
 from deja.vectors.filters import Condition, Filter, Match, MatchAny
 
+log = logging.getLogger("deja.vectors")
 _T = TypeVar("_T")
 #: Points per scroll page.
 SCROLL_PAGE = 1000
@@ -66,6 +68,9 @@ class EdgeCollection:
             enough for the few segments of a cache and leaves the other cores to the gateway.
         space: the data disk's reserve, checked on the collection's thread before every upsert:
             the engine writes through mmap, where a full disk is a SIGBUS, not an exception.
+        sparse: also keep the sparse vector ``SPARSE_VECTOR`` (IDF modifier). A shard created
+            without it is loaded dense-only (``self.sparse`` False, one warning): Edge cannot
+            add a vector to existing segments.
     """
 
     name = "qdrant-edge"
@@ -80,6 +85,7 @@ class EdgeCollection:
         indexes: Indexes,
         search_threads: int | None = 1,
         space: DiskSpace | None = None,
+        sparse: bool = False,
     ) -> None:
         if dim <= 0:
             raise ValueError(f"dim must be positive, got {dim}")
@@ -89,16 +95,42 @@ class EdgeCollection:
         self._indexes = indexes
         self._search_threads = search_threads
         self.space = space
+        self._want_sparse = sparse
+        self.sparse = False
         self._executor: ThreadPoolExecutor | None = None
         self._shard: qe.EdgeShard | None = None  # touched only on the executor thread
         self._open_lock = asyncio.Lock()
 
     # --- the shard and its thread ---------------------------------------------------------------
-    def _config(self) -> qe.EdgeConfig:
+    def _config(self, sparse: bool) -> qe.EdgeConfig:
+        lexical = {SPARSE_VECTOR: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)}
         return qe.EdgeConfig(
             vectors=qe.EdgeVectorParams(size=self.dim, distance=qe.Distance.Cosine),
+            sparse_vectors=lexical if sparse else None,
             max_search_threads=self._search_threads,
         )
+
+    def _load(self) -> qe.EdgeShard:
+        """Load or create the shard, with the sparse vector when asked and possible."""
+        if not (self.path / "edge_config.json").exists():
+            self.sparse = self._want_sparse
+            return qe.EdgeShard.create(str(self.path), self._config(self.sparse))
+        if self._want_sparse:
+            try:
+                shard = qe.EdgeShard.load(str(self.path), self._config(True))
+            except Exception as exc:  # the engine's only error type: incompatible segments
+                if "incompatible" not in str(exc).lower():
+                    raise
+                log.warning(
+                    "%s predates sparse vectors: dense-only retrieval (re-create it to get "
+                    "hybrid search)",
+                    self.path,
+                )
+            else:
+                self.sparse = True
+                return shard
+        self.sparse = False
+        return qe.EdgeShard.load(str(self.path), self._config(False))
 
     def _on_shard(self, fn: Callable[[qe.EdgeShard], _T], grows: bool = False) -> _T:
         shard = self._shard
@@ -126,10 +158,7 @@ class EdgeCollection:
 
     def _open_sync(self) -> None:
         self.path.mkdir(parents=True, exist_ok=True)
-        if (self.path / "edge_config.json").exists():
-            shard = qe.EdgeShard.load(str(self.path), self._config())
-        else:
-            shard = qe.EdgeShard.create(str(self.path), self._config())
+        shard = self._load()
         try:
             existing = shard.info().payload_schema
             for name, kind in self._indexes.items():
@@ -181,7 +210,7 @@ class EdgeCollection:
     async def upsert(self, points: list[Point], *, maintenance: bool = False) -> None:
         if not points:
             return
-        batch = [qe.Point(p.id, p.vector, p.payload) for p in points]
+        batch = [qe.Point(p.id, self._vector(p), p.payload) for p in points]
         await self._run(
             "upsert",
             lambda shard: shard.update(qe.UpdateOperation.upsert_points(batch)),
@@ -199,9 +228,47 @@ class EdgeCollection:
         )
 
         def search(shard: qe.EdgeShard) -> list[Hit]:
-            return [Hit(h.score, h.payload) for h in shard.search(request) if h.payload]
+            return [Hit(h.score, h.payload, str(h.id)) for h in shard.search(request) if h.payload]
 
         return await self._run("search", search)
+
+    def _vector(self, point: Point) -> qe.Vector:
+        if not self.sparse or point.sparse is None:
+            return point.vector
+        return {"": point.vector, SPARSE_VECTOR: _edge_sparse(point.sparse)}
+
+    async def search_sparse(
+        self, sparse: Sparse, where: Filter | None, *, limit: int, with_vector: bool = False
+    ) -> list[Hit]:
+        if not self.sparse:
+            raise VectorStoreError(
+                f"qdrant-edge collection {self.collection!r} has no sparse vector"
+            )
+        request = qe.QueryRequest(
+            limit=limit,
+            query=qe.Query.Nearest(_edge_sparse(sparse), using=SPARSE_VECTOR),
+            filter=edge_filter(where),
+            with_payload=True,
+            with_vector=[""] if with_vector else False,
+        )
+
+        def search(shard: qe.EdgeShard) -> list[Hit]:
+            return [
+                Hit(h.score, h.payload, str(h.id), _dense(h.vector))
+                for h in shard.query(request)
+                if h.payload
+            ]
+
+        return await self._run("search", search)
+
+    async def vectors(self, where: Filter) -> list[list[float]]:
+        flt = edge_filter(where)
+
+        def read(shard: qe.EdgeShard) -> list[list[float]]:
+            records = _records(shard, flt, with_payload=False, with_vector=[""])
+            return [v for r in records if (v := _dense(r.vector)) is not None]
+
+        return await self._run("scroll", read)
 
     async def delete_ids(self, ids: list[str]) -> None:
         if not ids:
@@ -267,17 +334,31 @@ def _scroll(
     shard: qe.EdgeShard, flt: qe.Filter | None, selector: qe.PayloadSelector | None
 ) -> list[dict[str, Any]]:
     """Every matching point's payload (executor thread)."""
-    payloads: list[dict[str, Any]] = []
+    records = _records(shard, flt, with_payload=selector if selector is not None else True)
+    return [r.payload for r in records if r.payload is not None]
+
+
+def _records(shard: qe.EdgeShard, flt: qe.Filter | None, **selected: Any) -> list[qe.Record]:
+    """Every matching point, page by page, with what ``selected`` asks for (``with_payload``,
+    ``with_vector``) (executor thread)."""
+    found: list[qe.Record] = []
     offset: qe.PointId | None = None
     while True:
         records, offset = shard.scroll(
-            qe.ScrollRequest(
-                offset=offset,
-                limit=SCROLL_PAGE,
-                filter=flt,
-                with_payload=selector if selector is not None else True,
-            )
+            qe.ScrollRequest(offset=offset, limit=SCROLL_PAGE, filter=flt, **selected)
         )
-        payloads.extend(r.payload for r in records if r.payload is not None)
+        found.extend(records)
         if offset is None:
-            return payloads
+            return found
+
+
+def _edge_sparse(sparse: Sparse) -> qe.SparseVector:
+    return qe.SparseVector(list(sparse.indices), list(sparse.values))
+
+
+def _dense(vector: qe.Vector | None) -> list[float] | None:
+    """The dense (unnamed) vector of a returned point, if it came back."""
+    found: object = vector.get("") if isinstance(vector, dict) else vector
+    if isinstance(found, list) and found and isinstance(found[0], float):
+        return [float(x) for x in found]
+    return None

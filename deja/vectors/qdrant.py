@@ -16,16 +16,20 @@ machines. Local mode ignores payload indexes (it filters by scanning).
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 import warnings
 from collections.abc import Coroutine
+from dataclasses import dataclass, fields
 from typing import Any, TypeVar
 
 from qdrant_client import AsyncQdrantClient, models
 
 from deja.errors import VectorStoreError
-from deja.vectors.collection import Hit, Indexes, IndexKind, Point
+from deja.vectors.collection import SPARSE_VECTOR, Hit, Indexes, IndexKind, Point, Sparse
 from deja.vectors.filters import Condition, Filter, Match, MatchAny
+
+log = logging.getLogger("deja.vectors")
 
 _T = TypeVar("_T")
 #: Points per scroll page.
@@ -69,6 +73,33 @@ async def call_within(what: str, call: Coroutine[Any, Any, _T], seconds: float) 
         raise VectorStoreError(f"{what} failed: {exc}") from exc
 
 
+@dataclass(frozen=True)
+class Distribution:
+    """How a distributed Qdrant spreads a new collection (``DEJA_QDRANT_SHARD_NUMBER``,
+    ``_REPLICATION_FACTOR``, ``_WRITE_CONSISTENCY_FACTOR``; None = the server's default).
+
+    Applied only when the collection is created: Qdrant cannot change a collection's shard
+    count afterwards, and a gateway that silently recreated a shared collection would drop
+    every cached answer of every gateway. A collection made before a setting changed is kept
+    as it is, with a one-line warning naming the setting (``mismatches``); resharding it is an
+    operator's decision (a new collection, or Qdrant's own tools)."""
+
+    shard_number: int | None = None
+    replication_factor: int | None = None
+    write_consistency_factor: int | None = None
+
+    def mismatches(self, params: models.CollectionParams) -> list[str]:
+        """The settings whose value differs from what the server reports for an existing
+        collection; a value the server does not report (None: qdrant-client's local mode
+        reports none) is not a difference."""
+        found = []
+        for item in fields(self):
+            wanted, actual = getattr(self, item.name), getattr(params, item.name, None)
+            if wanted is not None and actual is not None and wanted != actual:
+                found.append(f"DEJA_QDRANT_{item.name.upper()}={wanted} (collection has {actual})")
+        return found
+
+
 class QdrantCollection:
     """``Collection`` on a Qdrant server (or qdrant-client's local mode), cosine distance.
 
@@ -85,6 +116,10 @@ class QdrantCollection:
         timeout: seconds allowed to a request-path call.
         maintenance_timeout: seconds allowed to ``open`` and to calls marked ``maintenance``.
         prefer_grpc: talk gRPC (port 6334) rather than REST to a server built from ``url``.
+        sparse: also keep the sparse vector ``SPARSE_VECTOR`` (IDF modifier, computed by the
+            server). A collection created without it is used dense-only (``self.sparse``
+            False, one warning).
+        distribution: shards and replicas of the collection when this creates it.
     """
 
     name = "qdrant"
@@ -101,6 +136,8 @@ class QdrantCollection:
         timeout: float = 0.5,
         maintenance_timeout: float = 10.0,
         prefer_grpc: bool = False,
+        sparse: bool = False,
+        distribution: Distribution | None = None,
     ) -> None:
         if (url is None) == (client is None):
             raise ValueError("pass exactly one of url or client")
@@ -111,6 +148,9 @@ class QdrantCollection:
         self.timeout = timeout
         self.maintenance_timeout = maintenance_timeout
         self._indexes = indexes
+        self._want_sparse = sparse
+        self.sparse = False
+        self.distribution = distribution or Distribution()
         #: A server is shared with other gateways; a client passed in (local mode) is not.
         self.shared = url is not None
         self.owns_client = client is None
@@ -138,9 +178,10 @@ class QdrantCollection:
         await self._call("open", self._ensure(), maintenance=True)
 
     async def _ensure(self) -> None:
-        """Create the collection and its indexes when missing; a concurrent creation by another
-        gateway is tolerated, another dimension is refused."""
-        client, name = self.client, self.collection
+        """Create the collection (sharded and replicated as ``distribution`` says) and its
+        indexes when missing; a concurrent creation by another gateway is tolerated, another
+        dimension is refused, another distribution is warned about."""
+        client, name, spread = self.client, self.collection, self.distribution
         if not await client.collection_exists(name):
             try:
                 await client.create_collection(
@@ -148,6 +189,14 @@ class QdrantCollection:
                     vectors_config=models.VectorParams(
                         size=self.dim, distance=models.Distance.COSINE
                     ),
+                    sparse_vectors_config=(
+                        {SPARSE_VECTOR: models.SparseVectorParams(modifier=models.Modifier.IDF)}
+                        if self._want_sparse
+                        else None
+                    ),
+                    shard_number=spread.shard_number,
+                    replication_factor=spread.replication_factor,
+                    write_consistency_factor=spread.write_consistency_factor,
                 )
             except Exception:
                 if not await client.collection_exists(name):
@@ -156,6 +205,17 @@ class QdrantCollection:
         params = info.config.params.vectors
         if isinstance(params, models.VectorParams) and params.size != self.dim:
             raise ValueError(f"collection has dimension {params.size}, expected {self.dim}")
+        self.sparse = self._want_sparse and SPARSE_VECTOR in (
+            info.config.params.sparse_vectors or {}
+        )
+        if self._want_sparse and not self.sparse:
+            log.warning(
+                "qdrant collection %r predates sparse vectors: dense-only retrieval (re-create "
+                "it to get hybrid search)",
+                name,
+            )
+        for mismatch in spread.mismatches(info.config.params):
+            log.warning("qdrant collection %r was created before %s: kept as it is", name, mismatch)
         existing = info.payload_schema or {}
         with warnings.catch_warnings():
             # Local mode warns that payload indexes have no effect there: expected.
@@ -177,7 +237,9 @@ class QdrantCollection:
     async def upsert(self, points: list[Point], *, maintenance: bool = False) -> None:
         if not points:
             return
-        structs = [models.PointStruct(id=p.id, vector=p.vector, payload=p.payload) for p in points]
+        structs = [
+            models.PointStruct(id=p.id, vector=self._vector(p), payload=p.payload) for p in points
+        ]
         await self._call(
             "upsert", self.client.upsert(self.collection, points=structs, wait=True), maintenance
         )
@@ -196,7 +258,43 @@ class QdrantCollection:
             ),
             maintenance,
         )
-        return [Hit(p.score, p.payload) for p in response.points if p.payload]
+        return [Hit(p.score, p.payload, str(p.id)) for p in response.points if p.payload]
+
+    def _vector(self, point: Point) -> models.VectorStruct:
+        if not self.sparse or point.sparse is None:
+            return point.vector
+        return {"": point.vector, SPARSE_VECTOR: _sparse(point.sparse)}
+
+    async def search_sparse(
+        self, sparse: Sparse, where: Filter | None, *, limit: int, with_vector: bool = False
+    ) -> list[Hit]:
+        if not self.sparse:
+            raise VectorStoreError(f"qdrant collection {self.collection!r} has no sparse vector")
+        response = await self._call(
+            "search",
+            self.client.query_points(
+                self.collection,
+                query=_sparse(sparse),
+                using=SPARSE_VECTOR,
+                query_filter=qdrant_filter(where),
+                limit=limit,
+                with_payload=True,
+                with_vectors=[""] if with_vector else False,
+            ),
+            maintenance=False,
+        )
+        return [
+            Hit(p.score, p.payload, str(p.id), _dense(p.vector))
+            for p in response.points
+            if p.payload
+        ]
+
+    async def vectors(self, where: Filter) -> list[list[float]]:
+        return await self._call("scroll", self._vectors(qdrant_filter(where)), maintenance=True)
+
+    async def _vectors(self, flt: models.Filter | None) -> list[list[float]]:
+        records = await self._records(flt, with_payload=False, with_vectors=[""])
+        return [v for r in records if (v := _dense(r.vector)) is not None]
 
     async def delete_ids(self, ids: list[str]) -> None:
         if not ids:
@@ -245,19 +343,21 @@ class QdrantCollection:
     async def _scroll(
         self, flt: models.Filter | None, selector: models.PayloadSelectorExclude | None
     ) -> list[dict[str, Any]]:
-        payloads: list[dict[str, Any]] = []
+        records = await self._records(flt, with_payload=selector if selector is not None else True)
+        return [r.payload for r in records if r.payload is not None]
+
+    async def _records(self, flt: models.Filter | None, **selected: Any) -> list[models.Record]:
+        """Every matching point, page by page, with what ``selected`` asks for
+        (``with_payload``, ``with_vectors``)."""
+        found: list[models.Record] = []
         offset: models.ExtendedPointId | None = None
         while True:
             records, offset = await self.client.scroll(
-                self.collection,
-                scroll_filter=flt,
-                limit=SCROLL_PAGE,
-                offset=offset,
-                with_payload=selector if selector is not None else True,
+                self.collection, scroll_filter=flt, limit=SCROLL_PAGE, offset=offset, **selected
             )
-            payloads.extend(r.payload for r in records if r.payload is not None)
+            found.extend(records)
             if offset is None:
-                return payloads
+                return found
 
     async def facet(self, key: str, *, limit: int) -> dict[str, int]:
         response = await self._call(
@@ -274,3 +374,16 @@ class QdrantCollection:
             maintenance,
         )
         return result.count
+
+
+def _sparse(sparse: Sparse) -> models.SparseVector:
+    return models.SparseVector(indices=list(sparse.indices), values=list(sparse.values))
+
+
+def _dense(vector: Any) -> list[float] | None:
+    """The dense (unnamed) vector of a returned point, if it came back."""
+    if isinstance(vector, dict):
+        vector = vector.get("")
+    if isinstance(vector, list) and vector and isinstance(vector[0], float):
+        return [float(x) for x in vector]
+    return None

@@ -81,16 +81,24 @@ class FlightStep:
                 flight.open(Head("", headers), remote=True)
                 flight.finish(Produced("", answer, None, None))
                 return
+        stored: asyncio.Task[None] | None = None
         try:
-            await self.publish(req, lookup, flight)
+            stored = await self.publish(req, lookup, flight)
         except DejaError as exc:
             flight.fail(exc)
         finally:
             if lock is not None:
+                # Held until the answer is in the shared store: a process polling for it
+                # that saw the lock go first would call the replica a second time.
+                if stored is not None:
+                    await asyncio.wait({stored}, timeout=lock.ttl_ms / 1000)
                 await lock.release(lookup.entry_id)
 
-    async def publish(self, req: GatewayRequest, lookup: Lookup, flight: Flight) -> None:
-        """Steps 5-8, once for the flight: what the call yields goes to every consumer."""
+    async def publish(
+        self, req: GatewayRequest, lookup: Lookup, flight: Flight
+    ) -> asyncio.Task[None] | None:
+        """Steps 5-8, once for the flight: what the call yields goes to every consumer.
+        Returns the answer's background write (8), if one started."""
         call = await self.produce_step.produce(req, lookup)
         flight.open(call.head)
         if call.produced is None:
@@ -98,6 +106,7 @@ class FlightStep:
                 async for chunk in chunks:
                     flight.push(chunk)
         flight.finish(call.produced)
+        return call.stored
 
     async def remote_answer(self, entry_id: str, lock: FlightLock) -> CachedAnswer | None:
         """Another process leads: poll the shared exact store until its answer is there, or

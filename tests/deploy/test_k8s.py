@@ -8,10 +8,20 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import kubernetes_validate.utils
 import pytest
 
 from config.settings import Settings
-from tests.deploy.helpers import K8S, ROOT, SETTINGS_ENV, host_port, load_yaml, load_yaml_all
+from deja.redisclient import cluster_url
+from tests.deploy.helpers import (
+    DEJA_METRICS,
+    K8S,
+    ROOT,
+    SETTINGS_ENV,
+    host_port,
+    load_yaml,
+    load_yaml_all,
+)
 
 DEJA_PORT = Settings.model_fields["port"].default
 
@@ -134,18 +144,28 @@ def test_deja_env_comes_from_configmap_and_secrets_and_names_real_settings() -> 
     assert order.index("REDIS_PASSWORD") < order.index("DEJA_REDIS_URL")
 
 
-def test_several_pods_share_redis_and_the_qdrant_server() -> None:
+def test_several_pods_share_the_redis_cluster_and_the_qdrant_server() -> None:
     """Qdrant Edge and the in-process LRU are per pod: with 3 pods both stores must be servers."""
     deployment = find("Deployment", "deja")
     ctr = container(deployment, "deja")
     configmap = find("ConfigMap", "deja-config")
     env = {e["name"]: e.get("value") for e in ctr["env"]}
-    assert host_port(env["DEJA_REDIS_URL"]) == ("redis-master", 6379)
+    redis_url = env["DEJA_REDIS_URL"]
+    assert cluster_url(redis_url) is not None, "the gateway must use its cluster client"
+    assert host_port(redis_url) == ("redis-cluster", 6379)
+    password = next(e for e in ctr["env"] if e["name"] == "REDIS_PASSWORD")
+    assert password["valueFrom"]["secretKeyRef"] == {
+        "name": "redis-cluster",
+        "key": "redis-password",
+    }
     assert host_port(configmap["data"]["DEJA_QDRANT_URL"]) == ("qdrant", 6333)
-    # Those are the services the Helm releases create (README.md): release names redis, qdrant.
-    redis_values = load_yaml(K8S / "values-redis.yaml")
-    assert redis_values["architecture"] == "replication"
-    assert redis_values["replica"]["replicaCount"] >= 1
+    # Those are the services the Helm releases create (README.md): redis-cluster, qdrant.
+    redis_values = load_yaml(K8S / "values-redis-cluster.yaml")
+    nodes, replicas = redis_values["cluster"]["nodes"], redis_values["cluster"]["replicas"]
+    assert replicas >= 1 and nodes // (replicas + 1) >= 3  # three masters at least
+    config = redis_values["redis"]["configmap"]
+    assert "cluster-require-full-coverage no" in config  # other slots serve during a failover
+    assert "maxmemory-policy volatile-lru" in config  # never evicts θ (no TTL)
     qdrant_values = load_yaml(K8S / "values-qdrant.yaml")
     assert qdrant_values["config"]["cluster"]["enabled"] is True
     assert qdrant_values["replicaCount"] >= 3
@@ -154,6 +174,20 @@ def test_several_pods_share_redis_and_the_qdrant_server() -> None:
     secret_ref = next(e for e in ctr["env"] if e["name"] == "DEJA_QDRANT_API_KEY")
     assert secret_ref["valueFrom"]["secretKeyRef"] == {"name": "qdrant-apikey", "key": "api-key"}
     assert qdrant_values["apiKey"] is True
+
+
+def test_qdrant_distribution_settings_are_valid_and_fit_the_qdrant_nodes() -> None:
+    data = find("ConfigMap", "deja-config")["data"]
+    settings = Settings(
+        qdrant_shard_number=data["DEJA_QDRANT_SHARD_NUMBER"],
+        qdrant_replication_factor=data["DEJA_QDRANT_REPLICATION_FACTOR"],
+        qdrant_write_consistency_factor=data["DEJA_QDRANT_WRITE_CONSISTENCY_FACTOR"],
+    )  # the settings model's own checks (write consistency <= replication)
+    nodes = load_yaml(K8S / "values-qdrant.yaml")["replicaCount"]
+    assert settings.qdrant_replication_factor is not None
+    assert settings.qdrant_shard_number is not None
+    assert 2 <= settings.qdrant_replication_factor <= nodes  # a node may fail
+    assert settings.qdrant_shard_number >= nodes  # every node holds shards
 
 
 def test_service_hpa_and_pdb_select_the_deployment() -> None:
@@ -172,14 +206,52 @@ def test_service_hpa_and_pdb_select_the_deployment() -> None:
     target = hpa["spec"]["scaleTargetRef"]
     assert (target["kind"], target["name"]) == ("Deployment", "deja")
     assert hpa["spec"]["minReplicas"] >= 2
-    (metric,) = hpa["spec"]["metrics"]
-    assert metric["resource"]["name"] == "cpu"
+    by_type = {m["type"]: m for m in hpa["spec"]["metrics"]}
+    assert set(by_type) == {"Resource", "Pods"}
+    assert by_type["Resource"]["resource"]["name"] == "cpu"
     assert ctr["resources"]["requests"]["cpu"], "CPU utilisation needs a CPU request"
+    rate = by_type["Pods"]["pods"]
+    assert rate["target"]["type"] == "AverageValue" and float(rate["target"]["averageValue"]) > 0
 
     pdb = find("PodDisruptionBudget", "deja")
     assert pdb["apiVersion"] == "policy/v1"
     assert selects(pdb["spec"]["selector"]["matchLabels"], labels)
-    assert pdb["spec"]["minAvailable"] < hpa["spec"]["minReplicas"]
+    assert "minAvailable" not in pdb["spec"]  # scales with the HPA: one away at a time
+    assert 0 < pdb["spec"]["maxUnavailable"] < hpa["spec"]["minReplicas"]
+
+
+def test_the_request_rate_metric_is_served_from_a_metric_deja_exports() -> None:
+    """The HPA's custom metric is the adapter's rule over deja_requests_total, a counter in the
+    metric contract, per pod."""
+    hpa = find("HorizontalPodAutoscaler", "deja")
+    (rate,) = [m["pods"] for m in hpa["spec"]["metrics"] if m["type"] == "Pods"]
+    (rule,) = load_yaml(K8S / "values-prometheus-adapter.yaml")["rules"]["custom"]
+    assert rule["name"]["as"] == rate["metric"]["name"]
+    series = re.match(r"(\w+)\{", rule["seriesQuery"])
+    assert series and re.fullmatch(rule["name"]["matches"], series.group(1))
+    family = series.group(1).removesuffix("_total")
+    assert DEJA_METRICS[family].kind == "counter"
+    assert rule["resources"]["overrides"]["pod"] == {"resource": "pod"}
+    assert "rate(<<.Series>>" in rule["metricsQuery"]
+
+
+def test_gateways_spread_over_zones_and_nodes() -> None:
+    deployment = find("Deployment", "deja")
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    spread = deployment["spec"]["template"]["spec"]["topologySpreadConstraints"]
+    keys = [c["topologyKey"] for c in spread]
+    assert keys == ["topology.kubernetes.io/zone", "kubernetes.io/hostname"]
+    for constraint in spread:
+        assert constraint["maxSkew"] == 1
+        assert selects(constraint["labelSelector"]["matchLabels"], labels)
+
+
+def test_every_manifest_validates_against_the_kubernetes_schema() -> None:
+    """kubernetes-validate's bundled OpenAPI schemas (offline), strict: an unknown or
+    misspelt field fails, as a wrong type does."""
+    version = kubernetes_validate.utils.latest_version()
+    for doc in manifests():
+        kubernetes_validate.utils.validate(doc, version, strict=True)
 
 
 def test_replicas_are_the_vllm_statefulset_pods_behind_a_headless_service() -> None:
@@ -205,6 +277,8 @@ def test_replicas_are_the_vllm_statefulset_pods_behind_a_headless_service() -> N
     assert {host_port(url) for url in replicas} == expected
 
 
-@pytest.mark.parametrize("name", ["values-redis.yaml", "values-qdrant.yaml"])
+@pytest.mark.parametrize(
+    "name", ["values-redis-cluster.yaml", "values-qdrant.yaml", "values-prometheus-adapter.yaml"]
+)
 def test_helm_values_parse(name: str) -> None:
     assert isinstance(load_yaml(K8S / name), dict)

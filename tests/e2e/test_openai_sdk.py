@@ -30,12 +30,18 @@ class SettlingClient(openai.AsyncOpenAI):
         await self._app.state.gateway.pipeline.drain()
 
 
-@pytest.fixture(scope="module", params=["memory", "redis"])
+REDIS_FIXTURES = {"redis": "redis_node_url", "redis-cluster": "redis_cluster_url"}
+
+
+@pytest.fixture(scope="module", params=["memory", "redis", "redis-cluster"])
 async def gw_app(
     request: pytest.FixtureRequest, sims: SimCluster, make_gateway: Any
 ) -> AsyncIterator[tuple[str, Any]]:
-    """The gateway with each exact-cache backend: in-process LRU, and a real Redis."""
-    extra = {"redis_url": request.getfixturevalue("redis_url")} if request.param == "redis" else {}
+    """The gateway with each exact-cache backend: in-process LRU, a real Redis, and a real
+    local Redis Cluster."""
+    extra = {}
+    if request.param in REDIS_FIXTURES:
+        extra["redis_url"] = request.getfixturevalue(REDIS_FIXTURES[request.param])
     async with make_gateway(replicas=sims.urls, **extra) as running:
         yield running
 

@@ -10,6 +10,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from deja.errors import RateLimitError
+from deja.redisclient import connect_redis
 from deja.tenancy.ratelimit import MemoryRateLimiter, RedisRateLimiter
 
 pytestmark = pytest.mark.integration
@@ -27,7 +28,7 @@ async def test_memory_bucket_refills_at_rpm_per_minute() -> None:
 
 async def test_redis_bucket_is_shared_by_every_process(redis_url: str) -> None:
     key = uuid.uuid4().hex
-    clients = [aioredis.Redis.from_url(redis_url) for _ in range(3)]
+    clients = [connect_redis(redis_url, timeout=1.0) for _ in range(3)]
     try:
         workers = [RedisRateLimiter(c) for c in clients]  # as three worker processes would
         results = await asyncio.gather(

@@ -1,5 +1,6 @@
-"""The Redis exact store against a real redis-server: TTLs, outages, a restart on the same
-port, and the client-side tier that Redis keeps coherent across processes."""
+"""The Redis exact store against a real redis-server and a real local Redis Cluster (the
+``redis_url`` fixture runs each test on both): TTLs, outages, a restart on the same port, and
+the client-side tier that Redis keeps coherent across processes."""
 
 from __future__ import annotations
 
@@ -15,9 +16,10 @@ import pytest
 
 from deja.cache.entry import CachedAnswer
 from deja.cache.exact.memory import MemoryExactStore
-from deja.cache.exact.redis import KEY_PREFIX, RedisExactStore, connect_redis
+from deja.cache.exact.redis import KEY_PREFIX, RedisExactStore
 from deja.cache.exact.tracking import TrackedTier
 from deja.errors import CacheUnavailableError
+from deja.redisclient import connect_redis, node_clients
 from sim.runner import SimCluster
 from tests.support import SIM_MODEL, RedisServer, free_port
 
@@ -89,7 +91,10 @@ async def tracked_store(url: str) -> AsyncIterator[RedisExactStore]:
     """A Redis store with its client-side tier, as one gateway process has it."""
     client = connect_redis(url, timeout=0.5)
     tier = TrackedTier(
-        client, prefix=KEY_PREFIX, tier=MemoryExactStore(max_entries=100, max_bytes=1 << 20)
+        client,
+        prefix=KEY_PREFIX,
+        tier=MemoryExactStore(max_entries=100, max_bytes=1 << 20),
+        node_client=node_clients(url, timeout=0.5),
     )
     store = RedisExactStore(client, timeout=0.5, retry_seconds=0.1, tracking=tier)
     await store.open()
@@ -127,7 +132,7 @@ async def test_a_write_or_delete_anywhere_drops_every_process_local_copy(redis_u
         assert await two.get(key) is None
 
 
-async def test_flushall_and_a_lost_subscription_empty_the_tier(redis_url: str) -> None:
+async def test_flushall_and_a_lost_subscription_empty_the_tier() -> None:
     server = RedisServer()
     server.start()
     key = uuid.uuid4().hex
@@ -236,7 +241,14 @@ async def test_two_processes_sharing_redis_keep_the_invalidation_promise(
     """Both gateways answer from their local tier; an admin delete on one is a miss on both."""
     body = {"model": SIM_MODEL, "messages": [{"role": "user", "content": uuid.uuid4().hex}]}
     admin = {"authorization": "Bearer admin"}
-    common = {"replicas": sims.urls, "redis_url": redis_url, "admin_key": "admin"}
+    # A generous per-operation timeout: this checks the promise, not Redis's latency on a
+    # loaded machine (at 0.25 s a slow reply turns a hit into `off`).
+    common = {
+        "replicas": sims.urls,
+        "redis_url": redis_url,
+        "admin_key": "admin",
+        "redis_timeout_seconds": 2.0,
+    }
     async with (
         make_gateway(**common) as (one, app_one),
         make_gateway(**common) as (two, app_two),

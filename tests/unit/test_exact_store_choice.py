@@ -28,6 +28,8 @@ def settings(tmp_path: Path, **values: object) -> Settings:
         ({"exact_store": "memory"}, "memory"),
         ({"exact_store": "disk"}, "disk"),
         ({"exact_store": "redis", "redis_url": URL}, "redis"),
+        ({"redis_url": "redis+cluster://127.0.0.1:1"}, "redis"),
+        ({"exact_store": "redis", "redis_url": URL, "redis_cluster": True}, "redis"),
         ({"cache_enabled": False, "exact_store": "disk", "redis_url": URL}, None),
     ],
 )
@@ -55,6 +57,11 @@ def test_an_embedded_store_with_a_redis_url_is_refused(tmp_path: Path, chosen: s
 def test_redis_without_a_url_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="DEJA_EXACT_STORE=redis needs DEJA_REDIS_URL"):
         exact_kind(settings(tmp_path, exact_store="redis"))
+
+
+def test_a_cluster_without_a_url_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="DEJA_REDIS_CLUSTER=true needs DEJA_REDIS_URL"):
+        exact_kind(settings(tmp_path, redis_cluster=True))
 
 
 def test_the_data_dir_and_workers_follow_the_choice(tmp_path: Path) -> None:

@@ -4,12 +4,16 @@ retry, cancellation when the last consumer leaves (re-stamping is in test_sse.py
 from __future__ import annotations
 
 import asyncio
+from typing import Any, cast
 
 import pytest
 
 from deja.errors import UpstreamClientError, UpstreamServerError
+from deja.request import Outcome
 from middleware.flight import Flight, FlightFailed, Flights
-from middleware.produce import Head, Produced
+from middleware.flight.lead import FlightStep
+from middleware.lookup import Lookup
+from middleware.produce import Call, Head, Produced
 
 
 async def test_the_first_leads_the_rest_follow_until_it_ends() -> None:
@@ -103,3 +107,36 @@ async def test_a_consumer_leaving_while_another_waits_keeps_the_producer() -> No
     await flight.wait_done()
     flights.leave(flight)
     assert flight.produced is not None and flight.produced.body == b"done"
+
+
+async def test_the_cross_process_lock_is_held_until_the_answer_is_stored() -> None:
+    """A process polling for the leader's answer gives up when the lock goes: released before
+    the background write lands, it would call the replica a second time (seen under load with
+    two gateways on one Redis)."""
+    events: list[str] = []
+
+    async def write() -> None:
+        await asyncio.sleep(0.2)
+        events.append("stored")
+
+    class Producer:
+        async def produce(self, req: object, lookup: object) -> Call:
+            call = Call(Head("r1", {}), Produced("r1", None, b"{}", None))
+            call.stored = asyncio.get_running_loop().create_task(write())
+            return call
+
+    class Lock:
+        ttl_ms = 30_000
+
+        async def acquire(self, entry_id: str) -> bool:
+            return True
+
+        async def release(self, entry_id: str) -> None:
+            events.append("released")
+
+    step = FlightStep(
+        cast(Any, Producer()), Flights(), cast(Any, None), cast(Any, None), cast(Any, Lock())
+    )
+    flight = Flight("k")
+    await step.lead(cast(Any, None), Lookup(Outcome.MISS, "k"), flight)
+    assert events == ["stored", "released"]

@@ -16,7 +16,7 @@ class Fetches:
         self.fail = fail
         self.delay = delay
 
-    async def __call__(self, keys: list[str]) -> list[bytes | None]:
+    async def __call__(self, keys: list[str]) -> list[bytes | BaseException | None]:
         self.calls.append(keys)
         await asyncio.sleep(self.delay)
         if self.fail:
@@ -58,3 +58,16 @@ async def test_a_waiter_that_gives_up_leaves_the_others_their_answer() -> None:
     with pytest.raises(asyncio.CancelledError):
         await impatient
     assert await patient == b"b"
+
+
+async def test_a_failed_node_fails_its_keys_alone() -> None:
+    """A cluster's per-node pipeline returns a node's error in place of its keys' values."""
+
+    async def fetch(keys: list[str]) -> list[bytes | BaseException | None]:
+        return [ConnectionError("node down") if k.startswith("down") else k.encode() for k in keys]
+
+    batcher = GetBatcher(fetch)
+    keys = ["up-1", "down-1", "up-2"]
+    results = await asyncio.gather(*(batcher.get(k) for k in keys), return_exceptions=True)
+    assert results[0] == b"up-1" and results[2] == b"up-2"
+    assert isinstance(results[1], ConnectionError)

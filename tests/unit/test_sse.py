@@ -107,3 +107,38 @@ def test_usage_of_stream_reads_the_last_usage_event_from_a_tail() -> None:
 
 def test_encode_is_one_data_event() -> None:
     assert sse.events(sse.encode({"a": 1})) == [sse.Event(b'data: {"a":1}', b'{"a":1}')]
+
+
+SOURCES = [{"corpus": "c", "document": "d", "version": 2}]
+
+
+@given(st.integers(1, len(STREAM)))
+def test_sources_go_on_the_finishing_chunk_once_whatever_the_reads(size: int) -> None:
+    pending: list[dict[str, Any]] = SOURCES
+
+    def stamp(block: bytes) -> bytes:  # as ProduceStep.streamed applies it
+        nonlocal pending
+        if pending and (out := sse.with_field_on_finish(block, "deja_sources", pending)):
+            pending = []
+            return out
+        return block
+
+    out = framed(STREAM + content("late", "length"), size, stamp)
+    chunks = [e.json() for e in sse.events(out)]
+    assert [c.get("deja_sources") if c else None for c in chunks] == [
+        None,
+        SOURCES,
+        None,
+        None,
+        None,
+    ]
+    assert chunks[1] is not None and chunks[1]["choices"][0]["finish_reason"] == "stop"
+    assert sse.events(out)[3].done
+
+
+def test_with_field_on_finish_leaves_a_block_without_a_finish_alone() -> None:
+    assert sse.with_field_on_finish(content("hel") + USAGE_EVENT, "f", 1) is None
+    block = content("a") + content("b", "stop")
+    out = sse.with_field_on_finish(block, "f", [1])
+    assert out is not None and out.startswith(content("a"))  # untouched events pass as they came
+    assert sse.events(out)[1].json() == {**orjson.loads(content("b", "stop")[6:]), "f": [1]}

@@ -5,6 +5,10 @@ Under concurrency every request's lookup is its own command: a pool checkout, a 
 and the reply's parse each. Batched, the per-command work is paid once per turn. It matters
 for reads that reach Redis (misses of the client-side tier, or every hit with the tier off);
 ``bench/exact_stores.py`` measures both ways.
+
+On a Redis Cluster the batch cannot be one ``MGET`` (its keys are in many slots): the fetch
+sends one pipeline per node instead (``deja.redisclient.read_many``), and a key whose node
+failed gets that node's error while the keys of the other nodes get their values.
 """
 
 from __future__ import annotations
@@ -15,7 +19,8 @@ from collections.abc import Awaitable, Callable
 #: Most keys in one ``MGET``; a larger turn is split.
 MAX_BATCH = 128
 
-Fetch = Callable[[list[str]], Awaitable[list[bytes | None]]]
+#: The values of the keys, in order; an exception in place of a value fails that key alone.
+Fetch = Callable[[list[str]], Awaitable[list[bytes | BaseException | None]]]
 
 
 class GetBatcher:
@@ -54,5 +59,9 @@ class GetBatcher:
                 raise
             return
         for (_, future), value in zip(batch, values, strict=True):
-            if not future.done():  # a caller that gave up (timeout, disconnect) is skipped
+            if future.done():  # a caller that gave up (timeout, disconnect) is skipped
+                continue
+            if isinstance(value, BaseException):
+                future.set_exception(value)
+            else:
                 future.set_result(value)

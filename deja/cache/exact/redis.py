@@ -15,7 +15,13 @@ in-process tier that Redis keeps coherent across processes (``deja.cache.exact.t
 most hits never leave the process. Hit counts are summed in memory and written every
 ``FLUSH_SECONDS`` in one pipeline (``INCRBY``), not one round trip per hit. With
 ``auto_pipeline``, the reads that do reach Redis in one event-loop turn leave as one ``MGET``
-(``deja.cache.exact.pipelining``).
+(``deja.cache.exact.pipelining``): one ``MGET`` on a single node, one pipeline per node on a
+cluster (``deja.redisclient``).
+
+On a Redis Cluster the store works unchanged: every entry is one key (``deja:x:<entry id>``,
+no hash tag, so entries spread over every slot), its hit counter another
+(``deja:h:<entry id>``, wherever its own slot is: nothing needs the two together), and a
+scan visits every master (``SCAN`` per master, the client's ``scan_iter``).
 """
 
 from __future__ import annotations
@@ -25,18 +31,13 @@ import contextlib
 import logging
 import time
 
-import redis.asyncio as aioredis
-from redis.asyncio.retry import Retry
-from redis.backoff import NoBackoff
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisError
-
 from deja.cache.entry import CachedAnswer
 from deja.cache.exact.base import StoredEntry
 from deja.cache.exact.pipelining import GetBatcher
 from deja.cache.exact.tracking import TrackedTier
 from deja.errors import CacheUnavailableError, describe
 from deja.outage import Outage
+from deja.redisclient import REDIS_ERRORS, RedisClient, read_many, refresh_after
 
 log = logging.getLogger("deja.cache")
 
@@ -44,26 +45,8 @@ KEY_PREFIX = "deja:x:"
 HITS_PREFIX = "deja:h:"
 HITS_TTL_SECONDS = 30 * 86_400
 SCAN_BATCH = 500
-#: A pooled connection idle this long is pinged before it carries a command.
-HEALTH_CHECK_SECONDS = 5
 #: How often summed hit counts are written.
 FLUSH_SECONDS = 1.0
-
-
-def connect_redis(url: str, *, timeout: float, max_connections: int = 256) -> aioredis.Redis:
-    """The one Redis client of a gateway process: per-operation timeouts, one immediate retry
-    on a closed connection (after a Redis restart), pool health checks. RESP2, so the
-    invalidation messages of client-side caching arrive as ordinary pub/sub messages."""
-    client: aioredis.Redis = aioredis.Redis.from_url(
-        url,
-        socket_timeout=timeout,
-        socket_connect_timeout=timeout,
-        max_connections=max_connections,
-        retry=Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)),
-        health_check_interval=HEALTH_CHECK_SECONDS,
-        protocol=2,
-    )
-    return client
 
 
 class RedisExactStore:
@@ -73,7 +56,7 @@ class RedisExactStore:
 
     def __init__(
         self,
-        client: aioredis.Redis,
+        client: RedisClient,
         *,
         timeout: float,
         retry_seconds: float,
@@ -137,14 +120,14 @@ class RedisExactStore:
                     value = await self._batcher.get(key)
                 else:
                     value = await self._client.get(KEY_PREFIX + key)
-        except (RedisError, OSError, TimeoutError) as exc:
+        except REDIS_ERRORS as exc:
             raise self._failed("get", exc) from exc
         self._recovered()
         return CachedAnswer.from_bytes(value) if isinstance(value, bytes) else None
 
-    async def _mget(self, keys: list[str]) -> list[bytes | None]:
-        values = await self._client.mget([KEY_PREFIX + k for k in keys])
-        return [v if isinstance(v, bytes) else None for v in values]
+    async def _mget(self, keys: list[str]) -> list[bytes | BaseException | None]:
+        values = await read_many(self._client, [KEY_PREFIX + k for k in keys])
+        return [v if isinstance(v, bytes | BaseException) else None for v in values]
 
     def _before_write(self, key: str) -> None:
         """A write or delete of ``key``: refused once closed; the pending hit count and this
@@ -158,11 +141,12 @@ class RedisExactStore:
         self._before_write(key)
         try:
             async with asyncio.timeout(self._timeout):
-                async with self._client.pipeline(transaction=False) as pipe:
+                pipeline = self._client.pipeline(transaction=False)
+                async with refresh_after(self._client), pipeline as pipe:
                     pipe.set(KEY_PREFIX + key, answer.to_bytes(), ex=ttl)
                     pipe.delete(HITS_PREFIX + key)  # a new answer counts from zero
                     await pipe.execute()
-        except (RedisError, OSError, TimeoutError) as exc:
+        except REDIS_ERRORS as exc:
             raise self._failed("set", exc) from exc
         self._recovered()
 
@@ -175,9 +159,10 @@ class RedisExactStore:
         if not self._hits or (self._down_until and time.monotonic() < self._down_until):
             return
         pending, self._hits = self._hits, {}
-        with contextlib.suppress(RedisError, OSError, TimeoutError):
+        with contextlib.suppress(*REDIS_ERRORS):
             async with asyncio.timeout(self._timeout):
-                async with self._client.pipeline(transaction=False) as pipe:
+                pipeline = self._client.pipeline(transaction=False)
+                async with refresh_after(self._client), pipeline as pipe:
                     for key, count in pending.items():
                         pipe.incrby(HITS_PREFIX + key, count)
                         pipe.expire(HITS_PREFIX + key, HITS_TTL_SECONDS)
@@ -197,12 +182,15 @@ class RedisExactStore:
             for start in range(0, len(keys), SCAN_BATCH):
                 batch = keys[start : start + SCAN_BATCH]
                 ids = [k.decode()[len(KEY_PREFIX) :] for k in batch]
-                values = await self._client.mget(batch)
-                hits = await self._client.mget([HITS_PREFIX + i for i in ids])
+                values = await read_many(self._client, batch)
+                hits = await read_many(self._client, [HITS_PREFIX + i for i in ids])
                 for value, count in zip(values, hits, strict=True):
+                    if isinstance(value, BaseException):
+                        raise value
                     if isinstance(value, bytes):
-                        entries.append(StoredEntry(CachedAnswer.from_bytes(value), int(count or 0)))
-        except (RedisError, OSError) as exc:
+                        counted = int(count) if isinstance(count, bytes | int) else 0
+                        entries.append(StoredEntry(CachedAnswer.from_bytes(value), counted))
+        except REDIS_ERRORS as exc:
             raise self._failed("scan", exc) from exc
         return entries
 
@@ -212,7 +200,7 @@ class RedisExactStore:
             return sum(
                 [1 async for _ in self._client.scan_iter(KEY_PREFIX + "*", count=SCAN_BATCH)]
             )
-        except (RedisError, OSError) as exc:
+        except REDIS_ERRORS as exc:
             raise self._failed("count", exc) from exc
 
     async def delete(self, key: str) -> bool:
@@ -220,7 +208,7 @@ class RedisExactStore:
         try:
             async with asyncio.timeout(self._timeout):
                 removed: int = await self._client.delete(KEY_PREFIX + key, HITS_PREFIX + key)
-        except (RedisError, OSError, TimeoutError) as exc:
+        except REDIS_ERRORS as exc:
             raise self._failed("delete", exc) from exc
         self._recovered()
         return removed > 0
@@ -228,8 +216,8 @@ class RedisExactStore:
     async def ping(self) -> bool:
         try:
             async with asyncio.timeout(self._timeout):
-                await self._client.ping()
-        except (RedisError, OSError, TimeoutError):
+                await self._client.ping()  # one node of a cluster: a failover must not unready all
+        except REDIS_ERRORS:
             return False
         return True
 

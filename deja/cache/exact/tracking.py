@@ -19,6 +19,16 @@ Two races are closed here:
   that window, microseconds long, it could still answer from its old copy. That is the whole
   of the gap, and it is documented in docs/architecture.md.
 
+On a Redis Cluster each master tracks only its own keys, so the tier subscribes on every
+master (a connection of its own to each, ``CLIENT TRACKING ... BCAST`` there) and is live only
+while all of them are confirmed and the masters are the ones the cluster reports: every
+``PING_SECONDS`` it reads ``CLUSTER NODES``, and a master gone or added (a failover, a
+resharding) drops the tier and subscribes again on the new set. A master that dies closes its
+subscription at once, so the tier is off from that moment; a graceful hand-over (``CLUSTER
+FAILOVER``) keeps the old master's connection open, so there another process's write to the new
+master can go unseen for up to one ``PING_SECONDS`` (the copies read meanwhile are dropped when
+the change is seen). That window is documented in docs/architecture.md.
+
 Measured (bench/exact_stores.py): the local tier is what brings a Redis-backed exact hit to
 the in-process store's speed; without it every hit is a network round trip.
 """
@@ -27,16 +37,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import Callable
+from typing import Any
 
 import redis.asyncio as aioredis
+from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisError
 
 from deja.cache.entry import CachedAnswer
 from deja.cache.exact.memory import MemoryExactStore
+from deja.redisclient import REDIS_ERRORS, NodeFactory, RedisClient
 
 log = logging.getLogger("deja.cache")
 
@@ -47,19 +60,25 @@ DEAD_AFTER = 3.0
 #: Wait before subscribing again after a failure.
 RESUBSCRIBE_SECONDS = 0.5
 
+CLUSTER_SLOTS = 16_384
+
 
 class TrackedTier:
     """The local tier and the subscription that keeps it coherent with Redis."""
 
     def __init__(
         self,
-        client: aioredis.Redis,
+        client: RedisClient,
         *,
         prefix: str,
         tier: MemoryExactStore,
         clock: Callable[[], float] = time.time,
+        node_client: NodeFactory | None = None,
     ) -> None:
+        if isinstance(client, RedisCluster) and node_client is None:
+            raise ValueError("a cluster's tier needs node_client to reach each master")
         self._client = client
+        self._node_client = node_client
         self._prefix = prefix.encode()
         self.tier = tier
         self._clock = clock
@@ -134,8 +153,11 @@ class TrackedTier:
         """Subscribe, apply invalidations, ping; on any failure drop the tier and start over."""
         while True:
             try:
-                await self._subscribe_and_listen()
-            except (RedisError, OSError, TimeoutError) as exc:
+                if isinstance(self._client, RedisCluster):
+                    await self._follow_cluster(self._client)
+                else:
+                    await self._subscribe_and_listen(self._client, self._confirmed)
+            except REDIS_ERRORS as exc:
                 self._lost(str(exc) or type(exc).__name__)
             except asyncio.CancelledError:  # shutting down: nothing to warn about
                 self.live = False
@@ -143,8 +165,56 @@ class TrackedTier:
                 raise
             await asyncio.sleep(RESUBSCRIBE_SECONDS)
 
-    async def _subscribe_and_listen(self) -> None:
-        pubsub = self._client.pubsub()
+    def _confirmed(self) -> None:
+        self._drop_all()  # whatever was cached before this subscription is suspect
+        self.live = True
+        log.info("redis invalidations subscribed: local exact tier on")
+
+    async def _follow_cluster(self, cluster: RedisCluster) -> None:
+        """One subscription per master and a watch on the set of masters; the first of them
+        to fail ends all (the caller drops the tier and starts over)."""
+        assert self._node_client is not None
+        masters = await cluster_masters(cluster)
+        clients = [self._node_client(host, port) for host, port in sorted(masters)]
+        waiting = set(range(len(clients)))
+
+        def confirmed(index: int) -> None:
+            waiting.discard(index)
+            if not waiting:
+                self._confirmed()
+
+        tasks = [
+            asyncio.create_task(self._subscribe_and_listen(c, functools.partial(confirmed, i)))
+            for i, c in enumerate(clients)
+        ]
+        tasks.append(asyncio.create_task(self._watch_masters(cluster, masters)))
+        try:
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+            for task in done:
+                task.result()  # raises the first failure
+        except REDIS_ERRORS as exc:
+            self._lost(str(exc) or type(exc).__name__)  # off now, before the clean-up
+            raise
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            for client in clients:
+                with contextlib.suppress(*REDIS_ERRORS):
+                    await client.aclose()
+
+    async def _watch_masters(self, cluster: RedisCluster, masters: set[tuple[str, int]]) -> None:
+        while True:
+            await asyncio.sleep(PING_SECONDS)
+            async with asyncio.timeout(DEAD_AFTER):
+                now = await cluster_masters(cluster)
+            if now != masters:
+                raise RedisConnectionError(f"the cluster's masters changed: {sorted(now)}")
+
+    async def _subscribe_and_listen(
+        self, client: aioredis.Redis, confirmed: Callable[[], None]
+    ) -> None:
+        pubsub = client.pubsub()
         try:
             async with asyncio.timeout(DEAD_AFTER):
                 await pubsub.execute_command("CLIENT", "ID")
@@ -155,23 +225,21 @@ class TrackedTier:
                 )  # fmt: skip
                 await pubsub.parse_response(block=True)
                 await pubsub.subscribe(CHANNEL)
-                confirmed = await pubsub.get_message(timeout=DEAD_AFTER)
-            if confirmed is None or confirmed.get("type") != "subscribe":
+                confirmed_reply = await pubsub.get_message(timeout=DEAD_AFTER)
+            if confirmed_reply is None or confirmed_reply.get("type") != "subscribe":
                 raise TimeoutError("redis did not confirm the invalidation subscription")
-            await self._check_tracked(client_id)
-            self._drop_all()  # whatever was cached before this subscription is suspect
-            self.live = True
-            log.info("redis invalidations subscribed: local exact tier on")
+            await self._check_tracked(client, client_id)
+            confirmed()
             await self._listen(pubsub)
         finally:
-            with contextlib.suppress(RedisError, OSError):
+            with contextlib.suppress(*REDIS_ERRORS):
                 await pubsub.aclose()  # type: ignore[no-untyped-call]
 
-    async def _check_tracked(self, client_id: object) -> None:
+    async def _check_tracked(self, client: aioredis.Redis, client_id: object) -> None:
         """The subscribed connection is the one Redis tracks for us: had redis-py reconnected
         between ``CLIENT TRACKING`` and ``SUBSCRIBE``, the subscription would carry none."""
         async with asyncio.timeout(DEAD_AFTER):
-            found = await self._client.client_list(client_id=[str(client_id)])
+            found = await client.client_list(client_id=[str(client_id)])
         flags = str(found[0].get("flags", "")) if len(found) == 1 else ""
         if "P" not in flags or "t" not in flags:
             raise RedisConnectionError("the invalidation connection is not the tracked one")
@@ -195,3 +263,23 @@ class TrackedTier:
             if now - pinged >= PING_SECONDS:
                 pinged = now
                 await pubsub.ping()
+
+
+async def cluster_masters(cluster: RedisCluster) -> set[tuple[str, int]]:
+    """The masters that serve slots and are not marked failed, as the cluster reports them
+    (``CLUSTER NODES`` from any node), not as this client last cached them. Raises while they
+    do not cover every slot (a master has failed and its replica has not taken over yet): no
+    set of subscriptions would see every write then."""
+    nodes = await cluster.cluster_nodes()
+    found: set[tuple[str, int]] = set()
+    covered = 0
+    for address, node in nodes.items():
+        flags = str(node.get("flags", "")).split(",")
+        slots: Any = node.get("slots") or []
+        if "master" in flags and "fail" not in flags and slots:
+            host, _, port = str(address).rpartition(":")
+            found.add((host, int(port.partition("@")[0])))
+            covered += sum(int(end) - int(start) + 1 for start, end in slots)
+    if covered < CLUSTER_SLOTS:
+        raise RedisConnectionError(f"the cluster's masters serve {covered} of its slots")
+    return found
