@@ -19,8 +19,8 @@ connections open at the end, how many the gateway closed (and were re-opened), a
 gateway's open descriptors.
 
 Target: p99 under attack < 50 ms with no errors. The exit status is 1 when it fails for this
-checkout. Writes ``bench/results/slow_clients.json``. All traffic goes to 127.0.0.1. About 1
-minute per gateway with the defaults:
+checkout. Writes ``bench/results/slow_clients.json``. All traffic goes to 127.0.0.1. About a
+minute for two gateways with the defaults (45-55 s measured):
 
     .venv/bin/python bench/slow_clients.py --baseline /tmp/deja-main-base
 
