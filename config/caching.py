@@ -130,9 +130,15 @@ class CacheSettings(BaseModel):
         4,
         ge=1,
         le=1024,
-        description="Semantic lookups embedding and verifying at once; past it a lookup is "
-        'skipped at once as a miss (counted as deja_semantic_errors_total{kind="shed"}) '
-        "instead of queueing into semantic_timeout_seconds.",
+        description="Semantic lookups embedding and verifying at once; the others wait their "
+        "turn (up to semantic_queue_seconds) before their semantic_timeout_seconds starts.",
+    )
+    semantic_queue_seconds: float = Field(
+        1.0,
+        ge=0.0,
+        le=60.0,
+        description="How long a semantic lookup may wait for one of semantic_max_pending; past "
+        'it, a plain miss with no work started (deja_semantic_errors_total{kind="shed"}).',
     )
     semantic_skip_verification_above: float | None = Field(
         None,

@@ -14,6 +14,7 @@ answer be stored".
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import time
 from dataclasses import dataclass
@@ -50,6 +51,9 @@ class Lookup:
     verifier_score: float | None = None
     query: SemanticQuery | None = None
     vector: list[float] | None = None
+    #: The question's vector still being made when the semantic lookup gave up (a timeout),
+    #: for the store step to await instead of embedding the question twice.
+    embedding: asyncio.Future[list[float]] | None = None
     #: The replica's answer to this request may be stored (set only by :meth:`miss`).
     storable: bool = False
 

@@ -7,12 +7,14 @@ miss: a semantic hit is never served unchecked. The miss keeps its question (``q
 answer is still indexed; when the failure came before the temporal classifier could look at it
 (no vector), the store step classifies it in the background first (:meth:`SemanticStep.settle`)
 and stores nothing it cannot classify (issue 19: a timeout once let "Is there a queue at the
-DMV?" be stored and served, and left 71 vectors for 343 answers). At most ``max_pending``
-lookups embed and verify at once, and fewer while lookups time out (the cap halves on a
-timeout and grows back by one per ten lookups in time: sized for the machine as it is); past
-it a lookup is skipped at once (``shed``), a safe miss, rather than queueing behind the others
-into the timeout. The optional judge (the model
-itself) decides grey-zone candidates; shadow checks re-ask a sample of hits in the background.
+DMV?" be stored and served, and left 71 vectors for 343 answers); a vector the timed-out
+lookup was still making is awaited there, not made twice. At most ``max_pending`` lookups
+embed and verify at once (fewer while they run slow); the others wait their turn in line
+for up to ``queue_wait`` seconds before their own ``timeout`` starts, then are skipped
+(``shed``), a safe miss with no work started (``middleware.slots``). A candidate the
+calibration table vetoes (a number the query does not share …) is never sent to the verifier:
+it scores 0 either way. The optional judge (the model itself) decides grey-zone candidates;
+shadow checks re-ask a sample of hits in the background.
 """
 
 from __future__ import annotations
@@ -37,12 +39,17 @@ from deja.semantic.index import ScoredPoint
 from deja.semantic.judge import Judge
 from deja.semantic.scope import ContextRule, SemanticQuery, semantic_query
 from deja.semantic.shadow import ShadowChecks
-from deja.semantic.verifier import Scored, Verifier, rank, same_words
+from deja.semantic.verifier import Scored, Verifier, mismatches, rank, same_words, verify
 from deja.temporal.classifier import TemporalClassifier
 from deja.tenancy.thresholds import Thresholds
 from middleware.lookup import Lookup
+from middleware.slots import LookupSlots
 
 log = logging.getLogger("deja.pipeline")
+
+#: How long a background embedding (a shed or failed lookup's, before its answer is stored)
+#: waits for a slot; past it, the answer is not stored.
+SETTLE_WAIT_SECONDS = 30.0
 
 Spawn = Callable[[Coroutine[Any, Any, None]], object]
 
@@ -59,8 +66,10 @@ class SemanticSettings:
     #: "Is it safe to eat raw eggs?" and "Is it not safe to eat raw eggs?" score 0.989.
     skip_verification_above: float | None = None
     #: Lookups embedding/verifying at once (the embedder and the verifier each run on one
-    #: thread); more are skipped at once as a miss instead of waiting into the timeout.
+    #: thread); more wait their turn in line, before their ``timeout`` starts (``LookupSlots``).
     max_pending: int = 4
+    #: How long a lookup may wait in that line; past it, it is skipped as a miss (``shed``).
+    queue_wait: float = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,9 +110,7 @@ class SemanticStep:
         self.outage = Outage(
             log, "semantic layer skipped (serving as miss)", "semantic layer answering again"
         )
-        self.pending = 0
-        #: Lookups allowed at once now: at most ``max_pending``, halved on each timeout.
-        self.cap = float(settings.max_pending)
+        self.slots = LookupSlots(settings.max_pending, settings.queue_wait)
 
     async def lookup(self, req: GatewayRequest, lookup: Lookup) -> Lookup:
         """A semantic hit, or ``lookup`` with what storing the answer later needs."""
@@ -117,24 +124,29 @@ class SemanticStep:
         # classifier must first say whether it may be.
         if not req.policy.read and (self.checks.classifier is None or not req.policy.write):
             return lookup
-        if self.pending >= int(self.cap):
+        started = time.perf_counter()  # the queue's wait counts in the lookup's latency
+        if not await self.slots.acquire():
             self.metrics.count(self.metrics.semantic_errors, "shed")
-            return lookup  # a safe miss: stored (classified first) as any other
-        started = time.perf_counter()
-        self.pending += 1
+            return lookup  # a safe miss, nothing started: stored (classified first) as any other
+        slot = time.perf_counter()
+        embedding: asyncio.Future[list[float]] | None = None
         try:
             async with asyncio.timeout(self.settings.timeout):
-                lookup, ranked = await self.candidates(req, lookup, query)
+                embedding = asyncio.ensure_future(self.cache.embed(query))
+                embedding.add_done_callback(seen)
+                # Shielded: the store step needs the vector even when the lookup gives up.
+                vector = await asyncio.shield(embedding)
+                lookup, ranked = await self.candidates(req, lookup, query, vector)
         except SEMANTIC_ERRORS as exc:
             self.failed(exc)
-            if isinstance(exc, TimeoutError):
-                self.cap = max(1.0, self.cap / 2)
-            return lookup  # the question is kept: its answer is still indexed
+            # The question is kept: its answer is still indexed, with the vector being made.
+            return dataclasses.replace(lookup, embedding=pending(embedding))
         finally:  # every attempt counts, failed ones too (the timeout alert divides by it)
-            self.pending -= 1
-            self.metrics.lookup("semantic", time.perf_counter() - started)
+            self.slots.release()
+            ended = time.perf_counter()
+            self.slots.finished(ended - slot, self.settings.timeout)
+            self.metrics.lookup("semantic", ended - started)
         self.outage.ok()
-        self.cap = min(float(self.settings.max_pending), self.cap + 0.1)
         if lookup.outcome is Outcome.BYPASS or not ranked:
             return lookup
         result = await self.decide(req, lookup, query, ranked)
@@ -142,10 +154,9 @@ class SemanticStep:
         return result
 
     async def candidates(
-        self, req: GatewayRequest, lookup: Lookup, query: SemanticQuery
+        self, req: GatewayRequest, lookup: Lookup, query: SemanticQuery, vector: list[float]
     ) -> tuple[Lookup, list[Scored]]:
-        """Embed, search, drop what is below θ, verify the rest: candidates best first."""
-        vector = await self.cache.embed(query)
+        """Search, drop what is below θ, verify the rest: candidates best first."""
         classifier = self.checks.classifier
         if classifier is not None and classifier.volatile(vector):
             self.metrics.count(self.metrics.bypasses, "temporal")
@@ -174,10 +185,12 @@ class SemanticStep:
         skip = self.settings.skip_verification_above
         if skip is not None and kept[0].score >= skip:
             return lookup, [Scored(kept[0], None)]
+        signals = mismatches(query.text, kept)
         started = time.perf_counter()
-        logits = await verifier.logits(query.text, [Scored(p, None).question for p in kept])
-        self.metrics.verifier_seconds.observe(time.perf_counter() - started)
-        ranked = rank(table, query.text, kept, logits)
+        logits = await verify(verifier, table, query.text, kept, signals)
+        if logits is not None:
+            self.metrics.verifier_seconds.observe(time.perf_counter() - started)
+        ranked = rank(table, query.text, kept, logits or [0.0] * len(kept), signals)
         top = ranked[0].score
         if top is not None:
             self.metrics.verifier_score.observe(top)
@@ -298,26 +311,62 @@ class SemanticStep:
 
     async def settle(self, lookup: Lookup) -> Lookup | None:
         """Before a miss is stored (background): a lookup that failed or was shed before the
-        temporal classifier saw it is embedded now and classified. None: do not store (the
-        question is time-dependent, or it could not be embedded, so nobody can tell)."""
+        temporal classifier saw it gets its vector now (the one its lookup started, else one
+        made in the lookups' queue) and is classified. None: do not store (the question is
+        time-dependent, or it could not be embedded, so nobody can tell)."""
         classifier = self.checks.classifier
-        if lookup.query is None or lookup.vector is not None or classifier is None:
+        if lookup.query is None or lookup.vector is not None:
             return lookup
         try:
-            vector = await self.cache.embed(lookup.query)
+            if lookup.embedding is not None:
+                vector: list[float] | None = await lookup.embedding
+            else:
+                vector = await self.embed_queued(lookup.query)
         except SEMANTIC_ERRORS as exc:
             self.failed(exc)
-            return None
-        if classifier.volatile(vector):
+            vector = None
+        if vector is None:  # failed, or no slot came
+            # Without a classifier nothing needs deciding: stored, SemanticCache.add retries.
+            return None if classifier is not None else dataclasses.replace(lookup, embedding=None)
+        if classifier is not None and classifier.volatile(vector):
             self.metrics.count(self.metrics.bypasses, "temporal")
             return None
-        return dataclasses.replace(lookup, vector=vector)
+        return dataclasses.replace(lookup, vector=vector, embedding=None)
+
+    async def embed_queued(self, query: SemanticQuery) -> list[float] | None:
+        """Embed in the lookups' queue, behind every lookup (so background work never crowds
+        them out on the embedder's thread), waiting up to ``SETTLE_WAIT_SECONDS`` for a slot;
+        None (counted as a semantic store error) when none came."""
+        if not await self.slots.acquire(SETTLE_WAIT_SECONDS, background=True):
+            self.metrics.count(self.metrics.store_errors, "semantic")
+            return None
+        try:
+            return await self.cache.embed(query)
+        finally:
+            self.slots.release()
 
     async def forget(self, entry_id: str) -> None:
         try:
             await self.cache.store.delete([entry_id])
         except SEMANTIC_ERRORS as exc:
             self.failed(exc)
+
+
+def pending(embedding: asyncio.Future[list[float]] | None) -> asyncio.Future[list[float]] | None:
+    """The embedding a failed lookup leaves running, for the store step to await; None when
+    there is none or it failed (the store step embeds again)."""
+    if embedding is None or (
+        embedding.done() and (embedding.cancelled() or embedding.exception() is not None)
+    ):
+        return None
+    return embedding
+
+
+def seen(embedding: asyncio.Future[list[float]]) -> None:
+    """Mark a shielded embedding's failure as seen: nobody may await it (the client left, or
+    the miss is not stored), and asyncio would log it as never retrieved."""
+    if not embedding.cancelled():
+        embedding.exception()
 
 
 def without(lookup: Lookup, ranked: list[Scored], orphans: set[str]) -> Lookup:

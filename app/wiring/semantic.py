@@ -208,6 +208,7 @@ def semantic_step(
             top_k=top_k,
             skip_verification_above=settings.semantic_skip_verification_above,
             max_pending=settings.semantic_max_pending,
+            queue_wait=settings.semantic_queue_seconds,
         ),
         thresholds=thresholds,
         metrics=metrics,

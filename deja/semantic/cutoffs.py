@@ -58,10 +58,15 @@ class CalibrationTable:
     #: Hard mismatch kinds that veto a candidate whatever the model says (score 0).
     vetoes: tuple[str, ...] = ()
 
+    def vetoed(self, signals: Signals) -> bool:
+        """A vetoing mismatch (a number, unit, symbol … the query does not share): the
+        candidate scores 0 whatever the model says, so the model need not be asked."""
+        return bool(signals.mask & kinds_mask(self.vetoes))
+
     def score(self, logit: float, cosine: float, signals: Signals | None = None) -> float:
         """The decision score of one candidate, a probability in [0, 1]. A candidate with a
-        vetoing mismatch (a number, unit, symbol … the query does not share) scores 0."""
-        if signals is not None and signals.mask & kinds_mask(self.vetoes):
+        vetoing mismatch (:meth:`vetoed`) scores 0."""
+        if signals is not None and self.vetoed(signals):
             return 0.0
         if self.decision == "verifier":
             return sigmoid(logit)

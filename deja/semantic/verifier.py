@@ -14,7 +14,7 @@ from typing import Protocol
 
 from deja.semantic.cutoffs import CalibrationTable
 from deja.semantic.index import ScoredPoint
-from deja.semantic.mismatch import compare, tokens
+from deja.semantic.mismatch import Signals, compare, tokens
 
 
 class Verifier(Protocol):
@@ -48,16 +48,46 @@ class Scored:
         return str(self.point.payload.get("question") or "")
 
 
+def mismatches(query: str, candidates: Sequence[ScoredPoint]) -> list[Signals]:
+    """The mismatch signals between ``query`` and each cached question
+    (:func:`deja.semantic.mismatch.compare`), in order."""
+    return [compare(query, str(p.payload.get("question") or "")) for p in candidates]
+
+
+async def verify(
+    verifier: Verifier,
+    table: CalibrationTable,
+    query: str,
+    candidates: Sequence[ScoredPoint],
+    signals: Sequence[Signals],
+) -> list[float] | None:
+    """One logit per candidate, asking the model only about those the table does not veto
+    (a vetoed one scores 0 whatever its logit, so it gets 0.0 here and the same score as if
+    it had been asked: on the bench's "configure the proxy number 12" / "… number 13" the
+    verifier's 22 ms are saved). None: every candidate was vetoed, the model was not run."""
+    asked = [i for i, s in enumerate(signals) if not table.vetoed(s)]
+    if not asked:
+        return None
+    logits = [0.0] * len(candidates)
+    questions = [str(candidates[i].payload.get("question") or "") for i in asked]
+    for i, logit in zip(asked, await verifier.logits(query, questions), strict=True):
+        logits[i] = logit
+    return logits
+
+
 def rank(
     table: CalibrationTable,
     query: str,
     candidates: Sequence[ScoredPoint],
     logits: Sequence[float],
+    signals: Sequence[Signals] | None = None,
 ) -> list[Scored]:
     """Candidates by decision score, best first; the score weighs the mismatch signals
-    between ``query`` and each cached question (:func:`deja.semantic.mismatch.compare`)."""
-    scored = []
-    for point, logit in zip(candidates, logits, strict=True):
-        signals = compare(query, str(point.payload.get("question") or ""))
-        scored.append(Scored(point, table.score(logit, point.score, signals)))
+    between ``query`` and each cached question (:func:`mismatches`, computed here unless
+    given)."""
+    signals = mismatches(query, candidates) if signals is None else signals
+    scored = [
+        Scored(point, table.score(logit, point.score, mismatch))
+        for point, logit, mismatch in zip(candidates, logits, signals, strict=True)
+    ]
     return sorted(scored, key=lambda s: -(s.score or 0.0))

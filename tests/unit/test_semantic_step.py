@@ -14,7 +14,7 @@ import pytest
 from prometheus_client import generate_latest
 
 from deja.cache.entry import CachedAnswer
-from deja.errors import VerifierError
+from deja.errors import EmbedderError, VerifierError
 from deja.observability.lookups import RecentLookups
 from deja.observability.metrics import Metrics
 from deja.request import CachePolicy, Outcome
@@ -67,8 +67,16 @@ class FakeCache:
         self.points = points
         self.store = FakeStore()
         self.limit = 0
+        self.embedded = 0
+        self.delay = 0.0
+        self.fail = 0  # the next this many embeddings fail
 
     async def embed(self, query: Any) -> list[float]:
+        self.embedded += 1
+        await asyncio.sleep(self.delay)
+        if self.fail:
+            self.fail -= 1
+            raise EmbedderError("embedding failed: boom")
         return [0.1] * 4
 
     async def search(self, query: Any, vector: Any, *, max_age: Any, limit: int) -> Any:
@@ -130,7 +138,10 @@ def step(points: list[ScoredPoint], verifier: Any, **kw: Any) -> tuple[SemanticS
         FakeCache(points),  # type: ignore[arg-type]
         FakeExact(kw.pop("stored", [p.entry_id for p in points])),  # type: ignore[arg-type]
         settings=SemanticSettings(
-            timeout=kw.pop("timeout", 1.0), top_k=4, max_pending=kw.pop("max_pending", 4)
+            timeout=kw.pop("timeout", 1.0),
+            top_k=4,
+            max_pending=kw.pop("max_pending", 4),
+            queue_wait=kw.pop("queue_wait", 1.0),
         ),
         thresholds=thresholds,
         metrics=Metrics(),
@@ -327,23 +338,122 @@ async def test_an_orphan_miss_reports_the_closest_live_candidate() -> None:
     await spawned.run()
 
 
-async def test_a_lookup_over_the_pending_cap_is_shed_at_once_and_keeps_its_question() -> None:
-    """Issue 19 (5): past ``max_pending`` a lookup does not queue into the timeout; it is a
-    safe miss at once that keeps its question, so its answer is still indexed."""
-    semantic, _ = step(POINTS, FakeVerifier(probs(0.9, 0.9, 0.9, 0.9), delay=0.2), max_pending=1)
+async def test_a_lookup_over_the_pending_cap_waits_its_turn_before_its_budget_starts() -> None:
+    """Issue 19 (5): past ``max_pending`` a lookup waits in line instead of sharing the
+    threads with the others (so all of them would run out of the budget together); its budget
+    starts with its slot. Two lookups of 0.2 s each, one slot, a 0.3 s budget: both served,
+    no timeout, nothing shed."""
+    verifier = FakeVerifier(probs(0.9, 0.9, 0.9, 0.9), delay=0.2)
+    semantic, _ = step(POINTS, verifier, max_pending=1, timeout=0.3, queue_wait=1.0)
+    first = asyncio.ensure_future(lookup(semantic))
+    await asyncio.sleep(0.01)
+    assert semantic.slots.running == 1
+    second = await lookup(semantic)
+    assert second.outcome is Outcome.SEMANTIC and (await first).outcome is Outcome.SEMANTIC
+    assert len(verifier.calls) == 2
+    text = generate_latest(semantic.metrics.registry).decode()
+    assert "deja_semantic_errors_total{" not in text  # no timeout, nothing shed
+    assert semantic.slots.running == 0
+
+
+async def test_a_lookup_that_waits_past_the_queue_bound_is_shed_with_no_work_started() -> None:
+    """Past ``queue_wait`` the lookup is a safe miss that keeps its question (its answer is
+    still indexed) and started nothing: no embedding, no verifier call."""
+    verifier = FakeVerifier(probs(0.9, 0.9, 0.9, 0.9), delay=0.3)
+    semantic, _ = step(POINTS, verifier, max_pending=1, queue_wait=0.05)
+    cache: FakeCache = semantic.cache  # type: ignore[assignment]
     slow = asyncio.ensure_future(lookup(semantic))
     await asyncio.sleep(0.01)
     loop = asyncio.get_running_loop()
     started = loop.time()
     shed = await lookup(semantic)
-    assert loop.time() - started < 0.05
+    assert 0.04 < loop.time() - started < 0.2
     assert shed.outcome is Outcome.MISS and shed.query is not None and shed.vector is None
+    assert cache.embedded == 1 and len(verifier.calls) == 1  # the first lookup's only
     assert (await slow).outcome is Outcome.SEMANTIC
     text = generate_latest(semantic.metrics.registry).decode()
     assert 'deja_semantic_errors_total{kind="shed"} 1.0' in text
+
+
+async def test_a_timed_out_lookup_hands_its_running_embedding_to_the_store() -> None:
+    """A lookup that times out while its question is being embedded does not leave the store
+    step to embed it again: the store awaits the same embedding (one embedder call)."""
+    semantic, _ = step(POINTS, FakeVerifier(probs(0.9, 0.9, 0.9, 0.9)), timeout=0.02)
+    cache: FakeCache = semantic.cache  # type: ignore[assignment]
+    cache.delay = 0.1
+    failed = await lookup(semantic)
+    assert failed.outcome is Outcome.MISS and failed.vector is None
+    assert failed.embedding is not None
+    settled = await semantic.settle(failed)
+    assert settled is not None and settled.vector == [0.1] * 4 and settled.embedding is None
+    assert cache.embedded == 1
 
 
 async def test_a_failed_lookup_keeps_its_question_for_the_store() -> None:
     semantic, _ = step(POINTS, FakeVerifier(probs(0.9, 0.9, 0.9, 0.9), delay=0.2), timeout=0.01)
     failed = await lookup(semantic)
     assert failed.outcome is Outcome.MISS and failed.query is not None
+
+
+async def test_a_failed_embedding_is_made_again_in_the_queue_for_the_store() -> None:
+    """An embedding that failed is not handed on: the store step embeds the question again,
+    in the lookups' queue behind every lookup, and gets its vector."""
+    semantic, _ = step(POINTS, FakeVerifier(probs(0.9, 0.9, 0.9, 0.9)))
+    cache: FakeCache = semantic.cache  # type: ignore[assignment]
+    cache.fail = 1
+    failed = await lookup(semantic)
+    assert failed.outcome is Outcome.MISS and failed.embedding is None
+    settled = await semantic.settle(failed)
+    assert settled is not None and settled.vector == [0.1] * 4
+    assert cache.embedded == 2 and semantic.slots.running == 0
+
+
+VETO_TABLE = parse_table(
+    {
+        "k": 4,
+        "cosine_floor": 0.7,
+        "decision": "combined",
+        "combined": {"w_logit": 0.8, "w_cosine": 5.0, "bias": -4.5},
+        "vetoes": ["number"],
+        "table": [{"precision": 0.90, "tau": 0.60}],
+    },
+    Path("t.json"),
+)
+
+
+async def test_a_vetoed_candidate_is_not_sent_to_the_verifier_and_scores_the_same() -> None:
+    """A candidate whose number the query does not share scores 0 whatever the model says,
+    so the model is asked only about the others: same ranking, same scores as asking all."""
+    from deja.semantic.verifier import rank
+
+    candidates = [
+        point("a" * 64, 0.97, "How do I configure the proxy number 13?"),
+        point("b" * 64, 0.91, "What is the process for configuring the proxy number 12?"),
+        point("c" * 64, 0.88, "How do I configure the proxy number 112?"),
+    ]
+    verifier = FakeVerifier({p.payload["question"]: 0.9 for p in candidates})
+    semantic, _ = step(candidates, verifier)
+    semantic.checks = Checks(verifier=verifier, table=VETO_TABLE)
+    req = request("How do I configure the proxy number 12?")
+    got = await semantic.lookup(req, Lookup(Outcome.MISS, "e" * 64))
+    assert verifier.calls == [["What is the process for configuring the proxy number 12?"]]
+    assert got.outcome is Outcome.SEMANTIC and got.answer is not None
+    assert got.answer.entry_id == "b" * 64
+    everything = await FakeVerifier(verifier.probs).logits(
+        "How do I configure the proxy number 12?", [str(p.payload["question"]) for p in candidates]
+    )
+    asked_all = rank(VETO_TABLE, "How do I configure the proxy number 12?", candidates, everything)
+    assert got.verifier_score == asked_all[0].score
+    assert [s.score for s in asked_all[1:]] == [0.0, 0.0]
+
+
+async def test_no_verifier_call_when_every_candidate_is_vetoed() -> None:
+    candidates = [point("a" * 64, 0.97, "How do I configure the proxy number 13?")]
+    verifier = FakeVerifier({"How do I configure the proxy number 13?": 0.99})
+    semantic, _ = step(candidates, verifier)
+    semantic.checks = Checks(verifier=verifier, table=VETO_TABLE)
+    req = request("How do I configure the proxy number 12?")
+    got = await semantic.lookup(req, Lookup(Outcome.MISS, "e" * 64))
+    assert verifier.calls == [] and got.outcome is Outcome.MISS and got.verifier_score == 0.0
+    text = generate_latest(semantic.metrics.registry).decode()
+    assert "deja_verifier_duration_seconds_count 0.0" in text
