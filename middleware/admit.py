@@ -16,6 +16,7 @@ import asyncio
 import itertools
 import secrets
 import time
+from collections.abc import Hashable
 from dataclasses import dataclass
 
 from starlette.requests import Request
@@ -153,12 +154,17 @@ class AdmitStep:
             caller = keys.authenticate(headers.get("authorization"))
             tenant = caller.tenant
             tenant_name = tenant.name  # known before the rate limit, so a 429 is logged under it
-            await self.take_rate_limit(caller)
+            if tenant.rate_limit_rpm is not None:
+                await self.take_rate_limit(caller)
             raw = await read_body(request, headers, self.settings.max_body_bytes)
-            prepared = await self.prepare(endpoint, tenant, raw, headers)
+            key = memo_key(endpoint, tenant, raw, headers)
+            prepared = self.memo.get(key)  # on the loop, no await: the common case for repeats
+            if prepared is None:
+                prepared = await self.prepare(key, endpoint, tenant, raw, headers)
             deadline = arrived + self.settings.request_timeout_seconds  # body included
             req = prepared.req.for_request(request_id(headers.get("x-request-id")), deadline)
-            await self.check_model(req.model)
+            if req.model not in self.discovery.pool.known_models():
+                await self.check_model(req.model)
             if req.corpus is not None:
                 self.check_corpus(req)
         except DejaError as exc:
@@ -179,20 +185,22 @@ class AdmitStep:
             await self.limiter.take(caller.key_id, caller.tenant.rate_limit_rpm)
 
     async def prepare(
-        self, endpoint: Endpoint, tenant: Tenant, raw: bytes, headers: dict[str, str]
+        self,
+        key: Hashable,
+        endpoint: Endpoint,
+        tenant: Tenant,
+        raw: bytes,
+        headers: dict[str, str],
     ) -> Prepared:
-        """The validated request and what the lookup derives from it alone. Byte-identical
-        requests (same tenant, same shaping headers) come from the memo, which never holds an
-        answer (``middleware.memo``). A large body is validated on a worker thread (the memo
-        is read and written on the loop only)."""
-        key = memo_key(endpoint, tenant, raw, headers)
-        prepared = self.memo.get(key)
-        if prepared is None:
-            if len(raw) > OFF_LOOP_BODY_BYTES:  # validating and hashing it would stall hits
-                prepared = await asyncio.to_thread(self.fresh, endpoint, tenant, raw, headers)
-            else:
-                prepared = self.fresh(endpoint, tenant, raw, headers)
-            self.memo.put(key, prepared)
+        """The validated request and what the lookup derives from it alone, remembered under
+        ``key`` for byte-identical requests (same tenant, same shaping headers: the memo never
+        holds an answer, ``middleware.memo``), which ``admit`` reads first. A large body is
+        validated on a worker thread (the memo is read and written on the loop only)."""
+        if len(raw) > OFF_LOOP_BODY_BYTES:  # validating and hashing it would stall hits
+            prepared = await asyncio.to_thread(self.fresh, endpoint, tenant, raw, headers)
+        else:
+            prepared = self.fresh(endpoint, tenant, raw, headers)
+        self.memo.put(key, prepared)
         return prepared
 
     def fresh(
