@@ -17,8 +17,11 @@ written).
 from __future__ import annotations
 
 import asyncio
+import hashlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+
+import orjson
 
 from deja.corpus.base import Chunk
 from deja.corpus.chunking import ChunkText
@@ -34,6 +37,15 @@ from deja.errors import DocumentError, EmbedderError, InvalidRequestError
 FILES_PER_GROUP = 64
 
 Parse = Callable[[SourceFile], Awaitable[tuple[ParsedDocument, list[ChunkText]]]]
+
+
+def fingerprint(file: SourceFile, chunking: str) -> str:
+    """What decides whether a re-ingested file changed: its bytes, metadata and the recipe."""
+    digest = hashlib.sha256()
+    digest.update(chunking.encode())
+    digest.update(b"\0" + orjson.dumps(file.metadata, option=orjson.OPT_SORT_KEYS) + b"\0")
+    digest.update(file.data)
+    return digest.hexdigest()
 
 
 @dataclass(slots=True)

@@ -21,13 +21,10 @@ request): refreshed after every change here and, on a shared server, every
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-
-import orjson
 
 from deja.corpus.base import DocumentChange, RetrievedChunk, newest_only
 from deja.corpus.chunking import (
@@ -44,6 +41,7 @@ from deja.corpus.ingest import (
     check_file,
     chunk_points,
     embed_pending,
+    fingerprint,
     groups,
     new_head,
     parse_all,
@@ -105,15 +103,6 @@ def token_counter(model_id: str) -> tuple[str, TokenCounter]:
         except EmbedderError as exc:
             log.warning("counting chunk tokens by words: %s", exc.message)
     return "words", word_counter
-
-
-def fingerprint(file: SourceFile, chunking: str) -> str:
-    """What decides whether a re-ingested file changed: its bytes, metadata and the recipe."""
-    digest = hashlib.sha256()
-    digest.update(chunking.encode())
-    digest.update(b"\0" + orjson.dumps(file.metadata, option=orjson.OPT_SORT_KEYS) + b"\0")
-    digest.update(file.data)
-    return digest.hexdigest()
 
 
 class Corpora:

@@ -3,10 +3,9 @@
 The per-request series (request count and latency, lookup latency, tokens and model time
 saved) are lock-free loop metrics (``loopmetrics``); other hot-path counters and histograms are
 bound to their label values once (``_child``), so a request pays an increment, not a label
-lookup. Replica state is read from the pool at scrape
-time by a collector, so it costs nothing per request. Label values are bounded: routes, cache
-outcomes, layers, replicas from config, HTTP statuses; tenants only when
-``metrics_tenant_label`` is on; never a prompt or a key.
+lookup. Replica state is read from the pool at scrape time by a collector: nothing per request.
+Label values are bounded: routes, cache outcomes, layers, replicas from config, HTTP statuses;
+tenants only when ``metrics_tenant_label`` is on; never a prompt or a key.
 """
 
 from __future__ import annotations

@@ -11,9 +11,10 @@ import pytest
 
 from deja.corpus.base import Chunk, RetrievedChunk, newest_only
 from deja.corpus.files import collect, content_type_for, document_id
+from deja.corpus.ingest import fingerprint
 from deja.corpus.names import check_corpus_name, check_document_id, check_metadata
 from deja.corpus.reports import SourceFile
-from deja.corpus.service import Corpora, CorpusSettings, fingerprint
+from deja.corpus.service import Corpora, CorpusSettings
 from deja.errors import InvalidRequestError, RetrievalError, VectorStoreError
 
 
