@@ -36,11 +36,10 @@ the in-process store's speed; without it every hit is a network round trip.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -59,6 +58,9 @@ PING_SECONDS = 1.0
 DEAD_AFTER = 3.0
 #: Wait before subscribing again after a failure.
 RESUBSCRIBE_SECONDS = 0.5
+#: Longest wait for a subscription's connections to close: a close that hangs (a half-open
+#: socket after a failover) must not hold up resubscribing or the gateway's shutdown.
+CLOSE_SECONDS = 2.0
 
 CLUSTER_SLOTS = 16_384
 
@@ -198,10 +200,9 @@ class TrackedTier:
         finally:
             for task in tasks:
                 task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await asyncio.wait(tasks, timeout=CLOSE_SECONDS)
             for client in clients:
-                with contextlib.suppress(*REDIS_ERRORS):
-                    await client.aclose()
+                await _close_within(client.aclose())
 
     async def _watch_masters(self, cluster: RedisCluster, masters: set[tuple[str, int]]) -> None:
         while True:
@@ -232,8 +233,7 @@ class TrackedTier:
             confirmed()
             await self._listen(pubsub)
         finally:
-            with contextlib.suppress(*REDIS_ERRORS):
-                await pubsub.aclose()  # type: ignore[no-untyped-call]
+            await _close_within(pubsub.aclose())  # type: ignore[no-untyped-call]
 
     async def _check_tracked(self, client: aioredis.Redis, client_id: object) -> None:
         """The subscribed connection is the one Redis tracks for us: had redis-py reconnected
@@ -283,3 +283,16 @@ async def cluster_masters(cluster: RedisCluster) -> set[tuple[str, int]]:
     if covered < CLUSTER_SLOTS:
         raise RedisConnectionError(f"the cluster's masters serve {covered} of its slots")
     return found
+
+
+#: What a bounded close shrugs off.
+_CLOSE_ERRORS: tuple[type[BaseException], ...] = (*REDIS_ERRORS, TimeoutError)
+
+
+async def _close_within(closing: Awaitable[object]) -> None:
+    """A connection's close, bounded by ``CLOSE_SECONDS``; a failure or a hang only logs."""
+    try:
+        async with asyncio.timeout(CLOSE_SECONDS):
+            await closing
+    except _CLOSE_ERRORS as exc:
+        log.info("redis invalidation connection not closed cleanly: %s", exc or type(exc).__name__)
