@@ -301,8 +301,8 @@ class Metrics:
     def _define_flights(self, r: CollectorRegistry) -> None:
         self.coalesced = Counter(
             "deja_coalesced",
-            "Requests answered by an identical request's upstream call (local: under way here; "
-            "remote: in another process; stored: ended while this request was looked up)",
+            "Requests answered by an identical request's upstream call already under way "
+            "(where: local = this process, remote = another process through Redis)",
             ["where"],
             registry=r,
         )

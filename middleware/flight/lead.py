@@ -76,16 +76,13 @@ class FlightStep:
         if lock is not None and not await lock.acquire(lookup.entry_id):
             answer = await self.remote_answer(lookup.entry_id, lock)
             if answer is not None:
-                self.share(flight, answer, "remote")
+                self.metrics.count(self.metrics.coalesced, "remote")
+                headers = {"x-deja-cache": Outcome.COALESCED.value, "x-deja-entry": answer.entry_id}
+                flight.open(Head("", headers), remote=True)
+                flight.finish(Produced("", answer, None, None))
                 return
         stored: asyncio.Task[None] | None = None
         try:
-            # An identical call may have ended, and been stored, while this request was being
-            # looked up (a slow semantic lookup): its answer, not a second replica call.
-            answer = await self.stored_answer(lookup.entry_id)
-            if answer is not None:
-                self.share(flight, answer, "stored")
-                return
             stored = await self.publish(req, lookup, flight)
         except DejaError as exc:
             flight.fail(exc)
@@ -110,19 +107,6 @@ class FlightStep:
                     flight.push(chunk)
         flight.finish(call.produced)
         return call.stored
-
-    def share(self, flight: Flight, answer: CachedAnswer, where: str) -> None:
-        """The flight answered from another call's stored answer (``where`` it came from)."""
-        self.metrics.count(self.metrics.coalesced, where)
-        headers = {"x-deja-cache": Outcome.COALESCED.value, "x-deja-entry": answer.entry_id}
-        flight.open(Head("", headers), remote=True)
-        flight.finish(Produced("", answer, None, None))
-
-    async def stored_answer(self, entry_id: str) -> CachedAnswer | None:
-        try:
-            return await self.exact.get(entry_id)
-        except CacheUnavailableError:
-            return None
 
     async def remote_answer(self, entry_id: str, lock: FlightLock) -> CachedAnswer | None:
         """Another process leads: poll the shared exact store until its answer is there, or

@@ -8,7 +8,6 @@ from typing import Any, cast
 
 import pytest
 
-from deja.cache.entry import CachedAnswer
 from deja.errors import UpstreamClientError, UpstreamServerError
 from deja.request import Outcome
 from middleware.flight import Flight, FlightFailed, Flights
@@ -136,49 +135,8 @@ async def test_the_cross_process_lock_is_held_until_the_answer_is_stored() -> No
             events.append("released")
 
     step = FlightStep(
-        cast(Any, Producer()), Flights(), cast(Any, Exact(None)), cast(Any, None), cast(Any, Lock())
+        cast(Any, Producer()), Flights(), cast(Any, None), cast(Any, None), cast(Any, Lock())
     )
     flight = Flight("k")
     await step.lead(cast(Any, None), Lookup(Outcome.MISS, "k"), flight)
     assert events == ["stored", "released"]
-
-
-class Exact:
-    """An exact store that holds ``answer`` under every key."""
-
-    def __init__(self, answer: object) -> None:
-        self.answer = answer
-
-    async def get(self, key: str) -> object:
-        return self.answer
-
-
-class Counts:
-    def __init__(self) -> None:
-        self.coalesced = "coalesced"
-        self.seen: list[tuple[str, ...]] = []
-
-    def count(self, metric: str, *labels: str) -> None:
-        self.seen.append((metric, *labels))
-
-
-async def test_a_leader_finding_the_answer_stored_since_its_lookup_makes_no_call() -> None:
-    """An identical call ended (and was stored) while this request was being looked up: the
-    new flight shares that answer instead of calling the replica a second time."""
-
-    class Producer:
-        async def produce(self, req: object, lookup: object) -> Call:
-            raise AssertionError("the replica was called again")
-
-    answer = CachedAnswer(
-        entry_id="k", endpoint="chat", model="m", finish_reason="stop", created_at=1.0
-    )
-    metrics = Counts()
-    step = FlightStep(
-        cast(Any, Producer()), Flights(), cast(Any, Exact(answer)), cast(Any, metrics)
-    )
-    flight = Flight("k")
-    await step.lead(cast(Any, None), Lookup(Outcome.MISS, "k"), flight)
-    head = await flight.wait_opened()
-    assert head.headers["x-deja-cache"] == "coalesced"
-    assert metrics.seen == [("coalesced", "stored")]

@@ -200,7 +200,10 @@ class TrackedTier:
         finally:
             for task in tasks:
                 task.cancel()
-            await asyncio.wait(tasks, timeout=CLOSE_SECONDS)
+            ended, _ = await asyncio.wait(tasks, timeout=CLOSE_SECONDS)
+            for task in ended:  # read, so asyncio logs no "exception was never retrieved"
+                if not task.cancelled():
+                    task.exception()
             for client in clients:
                 await _close_within(client.aclose())
 
