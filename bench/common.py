@@ -461,6 +461,19 @@ class WrkResult:
         return asdict(self)
 
 
+#: The ``done`` hook every wrk script ends with: the figures ``run_wrk`` parses (DEJA_STATS).
+WRK_DONE_LUA = [
+    "function done(summary, latency, requests)",
+    '  io.write(string.format("DEJA_STATS %d %d %d %d %d %d %.3f %d %d %d %d %d\\n",',
+    "    latency:percentile(50), latency:percentile(75), latency:percentile(90),",
+    "    latency:percentile(99), latency:percentile(99.9), latency.max, latency.mean,",
+    "    summary.requests, summary.duration, summary.errors.status,",
+    "    summary.errors.connect + summary.errors.read + summary.errors.write,",
+    "    summary.errors.timeout))",
+    "end",
+]
+
+
 def _lua_string(value: str | bytes) -> str:
     """A double-quoted Lua string literal holding exactly ``value``'s bytes."""
     raw = value.encode() if isinstance(value, str) else value
@@ -484,16 +497,7 @@ def write_lua(body: bytes | None, headers: Mapping[str, str], method: str = "POS
         lines.append(f"wrk.body = {_lua_string(body)}")
     for name, value in headers.items():
         lines.append(f"wrk.headers[{_lua_string(name)}] = {_lua_string(value)}")
-    lines += [
-        "function done(summary, latency, requests)",
-        '  io.write(string.format("DEJA_STATS %d %d %d %d %d %d %.3f %d %d %d %d %d\\n",',
-        "    latency:percentile(50), latency:percentile(75), latency:percentile(90),",
-        "    latency:percentile(99), latency:percentile(99.9), latency.max, latency.mean,",
-        "    summary.requests, summary.duration, summary.errors.status,",
-        "    summary.errors.connect + summary.errors.read + summary.errors.write,",
-        "    summary.errors.timeout))",
-        "end",
-    ]
+    lines += WRK_DONE_LUA
     fd, name = tempfile.mkstemp(prefix="wrk-", suffix=".lua", dir=log_dir())
     with os.fdopen(fd, "w") as handle:
         handle.write("\n".join(lines) + "\n")

@@ -46,6 +46,7 @@ from common import (
     HOST,
     RESULTS_DIR,
     SERVER_CPU,
+    WRK_DONE_LUA,
     Proc,
     Target,
     _lua_string,
@@ -152,14 +153,7 @@ def cycling_lua(requests: list[bytes]) -> Path:
         "  i = i % #bodies + 1",
         "  return wrk.format(nil, nil, nil, bodies[i])",
         "end",
-        "function done(summary, latency, requests)",
-        '  io.write(string.format("DEJA_STATS %d %d %d %d %d %d %.3f %d %d %d %d %d\\n",',
-        "    latency:percentile(50), latency:percentile(75), latency:percentile(90),",
-        "    latency:percentile(99), latency:percentile(99.9), latency.max, latency.mean,",
-        "    summary.requests, summary.duration, summary.errors.status,",
-        "    summary.errors.connect + summary.errors.read + summary.errors.write,",
-        "    summary.errors.timeout))",
-        "end",
+        *WRK_DONE_LUA,
     ]
     path = log_dir() / f"cycle-{uuid.uuid4().hex[:8]}.lua"
     path.write_text("\n".join(lines) + "\n")
