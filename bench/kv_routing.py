@@ -429,13 +429,14 @@ def summarize(
 
 
 def multiturn_times(
-    chat_blocks: Any, index: Any, urls: list[str], rng: random.Random
+    chat_blocks: Any, index: Any, urls: list[str], rng: random.Random, *, warm_chats: int = 0
 ) -> list[float]:
     """Thread CPU of turns 2.. of 16 chats: each request tokenizes the previous answer and
-    question (its prefix), then scores."""
+    question (its prefix), then scores. ``warm_chats`` other chats first, untimed (a gateway
+    that has been running: its word memo knows the language's common words)."""
     vocab = words(random.Random(5))
     turn_times: list[float] = []
-    for c in range(16):
+    for c in range(warm_chats + 16):
         messages = [{"role": "system", "content": text_of(rng, vocab, 400, "App.")}]
         for t in range(5):
             messages.append({"role": "user", "content": text_of(rng, vocab, 60, f"C{c}T{t}")})
@@ -444,7 +445,7 @@ def multiturn_times(
             assert match is not None
             for url in urls:
                 index.replica(url).match(match.keys)
-            if t:
+            if t and c >= warm_chats:
                 turn_times.append((time.thread_time_ns() - start) / 1000)
             messages.append({"role": "assistant", "content": text_of(rng, vocab, 32, "A")})
     return turn_times
@@ -489,8 +490,19 @@ def micro(args: argparse.Namespace, workload: Workload) -> dict[str, Any]:
         system = req.messages[0]["content"]
         (times if system in seen else times_first).append(spent)
         seen.add(system)
-    turn_times = multiturn_times(PromptBlocks(Tokenizer.from_file(TOKENIZER), "sim", hasher),
-                                 index, [r.url for r in replicas], rng)  # fmt: skip
+    urls = [r.url for r in replicas]
+
+    def matcher(fast: bool) -> PromptBlocks:
+        made = PromptBlocks(Tokenizer.from_file(TOKENIZER), "sim", hasher)
+        made.text_tokens.fast = made.text_tokens.fast and fast
+        return made
+
+    # side by side, interleaved rounds: the fast token path and the tokenizer alone
+    cold, turn_times, whole = [], [], []
+    for _ in range(3):
+        cold += multiturn_times(matcher(True), index, urls, rng)
+        turn_times += multiturn_times(matcher(True), index, urls, rng, warm_chats=48)
+        whole += multiturn_times(matcher(False), index, urls, rng, warm_chats=48)
     # bytes per resident block: a set of 1M random 64-bit keys
     tracemalloc.start()
     keys = {random.getrandbits(64) for _ in range(1_000_000)}
@@ -503,6 +515,9 @@ def micro(args: argparse.Namespace, workload: Workload) -> dict[str, Any]:
         "route_cpu_us_first_p50": percentile(times_first, 50),
         "route_cpu_us_multiturn_p50": percentile(turn_times, 50),
         "route_cpu_us_multiturn_p90": percentile(turn_times, 90),
+        "route_cpu_us_multiturn_cold_p50": percentile(cold, 50),
+        "route_cpu_us_multiturn_cold_p90": percentile(cold, 90),
+        "route_cpu_us_multiturn_tokenizer_only_p50": percentile(whole, 50),
         "requests_timed": len(times),
         "first_seen_timed": len(times_first),
         "index_bytes_per_block": size / 1_000_000,
@@ -619,7 +634,10 @@ def report(results: dict[str, Any]) -> str:
             f"(repeat contexts); first sight of a context p50 {m['route_cpu_us_first_p50']:.0f} us"
             f"; multi-turn (the previous answer and question tokenized) p50 "
             f"{m['route_cpu_us_multiturn_p50']:.0f} us, "
-            f"p90 {m['route_cpu_us_multiturn_p90']:.0f} us"
+            f"p90 {m['route_cpu_us_multiturn_p90']:.0f} us; the same from a cold word memo "
+            f"(a gateway's first chats) p50 {m['route_cpu_us_multiturn_cold_p50']:.0f} us, "
+            f"p90 {m['route_cpu_us_multiturn_cold_p90']:.0f} us; with the tokenizer alone "
+            f"(no fast token path) p50 {m['route_cpu_us_multiturn_tokenizer_only_p50']:.0f} us"
         )
         lines.append(
             f"KV index memory: {m['index_bytes_per_block']:.0f} bytes per resident block = "

@@ -16,7 +16,9 @@ and the router falls back to the prefix-hash ring for it.
 
 Cost: a short last message (under ``SHORT_LAST_MESSAGE`` characters: a new question) is not
 tokenized at all, since its blocks cannot be resident anywhere yet; two memos keep the rest
-short. Message texts → token ids (bounded in tokens), and
+short. Message texts → token ids (bounded in tokens; a new text's ids come from
+:class:`~deja.upstream.kv.tokens.TextTokens`, a word memo equal to the tokenizer where its
+pipeline is reproduced exactly), and
 conversation prefixes (the messages so far, with the salt) → the chain state (keys, last
 hash, leftover tokens), so turn N+1 of a conversation tokenizes and hashes only its new
 messages, and a static system prompt is tokenized once. Measured: ``bench/kv_routing.py``.
@@ -34,6 +36,7 @@ from tokenizers import Tokenizer
 
 from deja.chat.template import GENERATION_PROMPT, PromptError, render_message
 from deja.kvcache.blockhash import BlockHasher, external_key
+from deja.upstream.kv.tokens import TextTokens
 
 __all__ = ["BlockMatch", "PromptBlocks", "TemplateName"]
 
@@ -128,10 +131,7 @@ class PromptBlocks:
     ) -> None:
         if template not in _TEMPLATES:
             raise ValueError(f"unknown chat template {template!r}; known: {', '.join(_TEMPLATES)}")
-        # A tokenizer.json may carry truncation and padding (the verifier's pads to 128): a
-        # replica tokenizes a prompt whole, so both are turned off.
-        tokenizer.no_truncation()
-        tokenizer.no_padding()
+        self.text_tokens = TextTokens(tokenizer)  # (turns truncation and padding off)
         self.tokenizer = tokenizer
         self.template = template
         self._render, self._generation_prompt = _TEMPLATES[template]
@@ -221,7 +221,7 @@ class PromptBlocks:
         if ids is not None:
             memo.move_to_end(text)
             return ids
-        ids = array("I", self.tokenizer.encode(text, add_special_tokens=False).ids)
+        ids = self.text_tokens.encode(text)
         memo[text] = ids
         self._text_tokens += len(ids)
         while self._text_tokens > self._memo_tokens and memo:

@@ -1,0 +1,114 @@
+"""The fast token path (:mod:`deja.upstream.kv.tokens`) against the tokenizer's own encoding:
+on rendered conversations as the replica renders them, on texts built to trip it, and its
+run-time check turning it off when it disagrees."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+from tokenizers import Tokenizer
+
+from deja.kvcache.blockhash import BlockHasher, external_key
+from deja.upstream.kv import tokens as kvtokens
+from deja.upstream.kv.match import PromptBlocks
+from deja.upstream.kv.tokens import TextTokens
+from sim.engine import render_chat
+
+TOKENIZER = str(Path(__file__).resolve().parents[2] / "deja/models/verifier/tokenizer.json")
+HASHER = BlockHasher("sha256", "0", 16)
+
+
+@pytest.fixture(scope="module")
+def tokenizer() -> Tokenizer:
+    tok = Tokenizer.from_file(TOKENIZER)
+    tok.no_padding()
+    tok.no_truncation()
+    return tok
+
+
+def whole(tokenizer: Tokenizer, text: str) -> list[int]:
+    return list(tokenizer.encode(text, add_special_tokens=False).ids)
+
+
+SAFE = ["Hello", "world", "don't", "e-mail", "x1y2", "3.14", "snake_case", "CamelCase", "(a)",
+        "[b]", "{c}", "#tag", "@user", "50%", "a+b=c", "~tilde", "`tick`", "unbelievable",
+        "antidisestablishment", "q?", "!!", "...", "tab\there", "line\nbreak", "  spaces  ",
+        "UPPER", "MiXeD", "[cls", "sep]", "<|user|>\n", "x" * 120]  # fmt: skip
+#: What the fast path must leave to the tokenizer: non-ASCII, controls, added tokens.
+TRICKY = ["naïve", "日本", "🙂", "[CLS]", "[cls]", "x[SEP]y", "[Mask]", "\x01ctrl", "del\x7f",
+          "cr\r\nlf", "\u00a0nbsp", "zwj\u200d", "\x0bvt", "\x1cfs"]  # fmt: skip
+
+
+def sentence(rng: random.Random, n: int, tricky: float = 0.02) -> str:
+    return " ".join(rng.choice(TRICKY if rng.random() < tricky else SAFE) for _ in range(n))
+
+
+def test_the_fast_path_equals_the_tokenizer_on_texts_built_to_trip_it(
+    tokenizer: Tokenizer,
+) -> None:
+    fast = TextTokens(Tokenizer.from_file(TOKENIZER))
+    assert fast.fast
+    rng = random.Random(7)
+    for _ in range(400):
+        text = sentence(rng, rng.randint(0, 40))
+        assert list(fast.encode(text)) == whole(tokenizer, text), text
+    counts = fast.describe()
+    assert fast.fast and counts["fast"] > 50 and counts["whole"] > 50  # both paths taken
+
+
+def test_rendered_conversations_give_the_same_block_keys_as_the_whole_prompt(
+    tokenizer: Tokenizer,
+) -> None:
+    blocks = PromptBlocks(Tokenizer.from_file(TOKENIZER), "sim", HASHER)
+    rng = random.Random(3)
+    vocab = [w for w in tokenizer.get_vocab() if w.isascii() and w.isalpha()][:4000]
+    for chat in range(12):
+        messages = [{"role": "system", "content": " ".join(rng.sample(vocab, 300))}]
+        for turn in range(4):
+            text = " ".join(rng.choice(vocab) + rng.choice(["", ".", ",", "!"]) for _ in range(300))
+            messages.append({"role": "user", "content": f"Chat {chat} turn {turn}: {text}"})
+            match = blocks.match("chat", {"messages": list(messages)}, "t:x")
+            assert match is not None
+            ids = whole(tokenizer, render_chat(messages))
+            expected = [external_key(h) for h in HASHER.chain(ids, cache_salt="t:x")]
+            assert list(match.keys) == expected and match.prompt_tokens == len(ids)
+            answer = sentence(rng, 30, 0.1)  # some with non-ASCII, controls: the whole path
+            messages.append({"role": "assistant", "content": answer})
+    assert blocks.text_tokens.describe()["fast"] > 0
+
+
+def test_a_disagreement_turns_the_fast_path_off_and_returns_the_tokenizers_ids(
+    tokenizer: Tokenizer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fast = TextTokens(Tokenizer.from_file(TOKENIZER))
+    fast.encode("hello world")
+    fast._words["hello"] = (1, 2, 3)  # a wrong memo entry stands for a misjudged tokenizer
+    monkeypatch.setattr(kvtokens, "VERIFY_FIRST", 0)
+    monkeypatch.setattr(kvtokens, "VERIFY_EVERY", 1)
+    assert list(fast.encode("hello there")) == whole(tokenizer, "hello there")
+    assert not fast.fast
+    assert list(fast.encode("hello again")) == whole(tokenizer, "hello again")
+
+
+def test_the_word_memo_is_bounded(tokenizer: Tokenizer) -> None:
+    fast = TextTokens(Tokenizer.from_file(TOKENIZER), max_words=50)
+    rng = random.Random(1)
+    vocab = [w for w in tokenizer.get_vocab() if w.isascii() and w.isalpha()][:2000]
+    for _ in range(40):
+        text = " ".join(rng.sample(vocab, 20))
+        assert list(fast.encode(text)) == whole(tokenizer, text)
+        assert fast.describe()["words"] <= 50
+    long = " ".join(rng.sample(vocab, 80))  # more words than the memo holds: the whole path
+    assert list(fast.encode(long)) == whole(tokenizer, long)
+
+
+def test_other_tokenizer_families_take_the_whole_path() -> None:
+    tok = Tokenizer.from_file(TOKENIZER)
+    from tokenizers.pre_tokenizers import Whitespace
+
+    tok.pre_tokenizer = Whitespace()  # type: ignore[assignment]
+    other = TextTokens(tok)
+    assert not other.fast
+    assert list(other.encode("a b, c")) == list(tok.encode("a b, c", add_special_tokens=False).ids)
