@@ -12,6 +12,15 @@ Room on a replica (``Admission.room``):
 - breaker half-open, or open past its cooldown: room for the one probe;
 - breaker open and cooling down, or ``/health`` failing: none.
 
+With routing by resident prefix (``kv_models``) there is one exception: a replica at its limit
+that holds most of the request's prompt (its KV index: at least half of the prompt's blocks)
+still has room for it, up to ``HOLDER_QUEUE`` x its limit more, so the request waits in that
+replica's own queue, where its prefix is cached. In the gateway's queue it would go to whichever
+replica frees a slot first, a full prefill there that evicts another prompt's blocks: measured
+on a saturating closed loop under KV pressure (``bench/kv_routing.py``, simulated replicas),
+that placement scattered the customers' contexts until half the requests found theirs held
+nowhere. The router's bounded-load cap still applies to every placement.
+
 A request is refused at once only when no healthy replica serves its model (503,
 ``NoHealthyReplicaError``) or the queue is full (503, ``QueueFullError``). Otherwise it waits —
 for a slot, or for a breaker's probe: a half-open breaker never turns a request away while its
@@ -39,6 +48,9 @@ from deja.upstream.router import Route, Router
 RETRY_AFTER_MAX_SECONDS = 60
 #: Weight of the newest slot in the moving average of how long a slot is held.
 HOLD_EWMA = 0.1
+#: A full replica that holds most of a request's prompt (KV routing) takes it into its own
+#: queue up to this share of its limit more (see the module docstring).
+HOLDER_QUEUE = 1.0
 
 
 @dataclass(slots=True, eq=False)
@@ -130,10 +142,29 @@ class Admission:
         if not serving:
             raise NoHealthyReplicaError(f"no healthy replica serves model {model!r} right now")
         free = [r for r in serving if self.room(r, now)]
+        if len(free) < len(serving):
+            free += self._holding(serving, free, prefix_key, now)
         if not free:
             return None
         route = self.router.order(free, prefix_key, now)
         return route, self._reserve(route.order[0], now)
+
+    def _holding(
+        self, serving: list[Replica], free: list[Replica], prefix_key: str | None, now: float
+    ) -> list[Replica]:
+        """Full replicas that hold most of this request's prompt (KV routing) and still have
+        room in their own queue: up to ``HOLDER_QUEUE`` x their limit more."""
+        full = [
+            r
+            for r in serving
+            if r not in free and r.healthy and r.breaker.state is BreakerState.CLOSED
+        ]
+        interval = self.pool.scrape_interval
+        return [
+            r
+            for r in self.router.holders(full, prefix_key)
+            if r.load(now, interval) < self.pool.limit(r) * (1.0 + HOLDER_QUEUE)
+        ]
 
     # --- admission ------------------------------------------------------------------------
     async def admit(

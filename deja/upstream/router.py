@@ -82,6 +82,14 @@ class Router:
             raise NoHealthyReplicaError(f"no healthy replica serves model {model!r} right now")
         return self.order(usable, prefix_key, now)
 
+    def holders(self, candidates: list[Replica], prefix_key: str | None) -> list[Replica]:
+        """Of ``candidates``, those that hold most of the request's prompt (routing by
+        resident prefix only; otherwise none)."""
+        blocks = getattr(prefix_key, "blocks", None)
+        if self.policy != "prefix" or self.kv is None or blocks is None or not candidates:
+            return []
+        return self.kv.holders(candidates, blocks)
+
     def order(self, usable: list[Replica], prefix_key: str | None, now: float) -> Route:
         """The policy's order over ``usable`` (non-empty): admission passes the replicas with
         a free slot, so the bounded-load hash only ever places a request where it can run."""

@@ -218,3 +218,38 @@ async def test_only_a_replica_with_room_is_chosen_and_no_healthy_replica_is_503(
         await waiting
     with pytest.raises(NoHealthyReplicaError):
         await adm.admit("m", None, soon())
+
+
+async def test_a_full_replica_holding_the_prompt_queues_it_instead_of_a_prefill_elsewhere() -> None:
+    from array import array
+
+    from deja.upstream.kv.match import BlockMatch
+    from deja.upstream.kv.route import KVRouting, RouteKey
+
+    pool = ReplicaPool([A, B], cooldown=5.0, scrape_interval=5.0, max_inflight=2)
+    router = Router(pool, "prefix", 0.25)
+    router.kv = KVRouting({}, lambda url: None, min_capacity=4)
+    index = router.kv.index.replica(A)
+    index.state = "live"
+    index.blocks.update({1, 2, 3, 4})
+    adm = Admission(router, queue_size=8)
+    held = RouteKey("k", BlockMatch(array("Q", [1, 2, 3, 4]), 70, 16), None)
+    other = RouteKey("j", BlockMatch(array("Q", [9, 10]), 40, 16), None)
+    slots = [(await adm.admit("m", held, soon()))[1] for _ in range(2)]
+    assert all(s.replica.url == A for s in slots)  # A at its limit of 2
+    # A holds the prompt: it takes it into its own queue (up to 2 x its limit), not B
+    route, third = await adm.admit("m", held, soon())
+    assert third.replica.url == A and route.reason == "resident"
+    # a prompt A does not hold goes to B, which has room, as before
+    _, elsewhere = await adm.admit("m", other, soon())
+    assert elsewhere.replica.url == B
+    _, fourth = await adm.admit("m", held, soon())
+    assert fourth.replica.url == A  # 4 in flight: twice its limit
+    _, spilled = await adm.admit("m", held, soon())
+    assert spilled.replica.url == B  # past that, the ordinary rule: any replica with room
+    waiting = asyncio.create_task(adm.admit("m", held, soon()))
+    await settle()
+    assert adm.waiting == 1  # both full, A past its queue: the gateway's queue
+    adm.release(fourth)
+    route, granted = await waiting
+    assert granted.replica.url == A

@@ -280,3 +280,70 @@ def test_salts() -> None:
     assert orjson.loads(with_cache_salt(spoofed, "t:x"))["cache_salt"] == "t:x"
     assert "cache_salt" not in orjson.loads(with_cache_salt(spoofed, None))
     assert orjson.loads(with_cache_salt(b" {}", "s")) == {"cache_salt": "s"}
+
+
+def test_a_holder_batches_up_to_its_known_max_num_seqs_and_spills_past_it() -> None:
+    kv, (r0, r1, r2, r3) = routing({1, 2, 3}, set(), set(), set())
+    blocks = match_of([1, 2, 3], 48)
+    loads = {r0.url: 3, r1.url: 1}  # T = 4: ceil(1.25 * 5 / 4) = 2, r0 is past the bound
+    order, _, why = kv.order([r0, r1, r2, r3], blocks, loads, 0.25, 3.0, 0.0)
+    assert order[0] is not r0 and why == "spill"
+    r0.max_num_seqs = 4  # its batch, from the scrape: a fourth request runs at once there
+    order, tokens, why = kv.order([r0, r1, r2, r3], blocks, loads, 0.25, 3.0, 1.0)
+    assert order[0] is r0 and why == "resident" and tokens == 48
+    loads[r0.url] = 4  # a full batch: the bounded load holds again
+    order, _, why = kv.order([r0, r1, r2, r3], blocks, loads, 0.25, 3.0, 2.0)
+    assert order[0] is not r0 and why == "spill"
+    # holding under half of the prompt (a shared system prompt), its batch lifts nothing
+    small = match_of([1, 2, 3, 4, 5, 6, 7], 112)
+    order, _, _ = kv.order([r0, r1, r2, r3], small, {r0.url: 3, r1.url: 1}, 0.25, 3.0, 3.0)
+    assert order[0] is not r0
+
+
+def test_a_prompt_held_nowhere_goes_where_the_kv_demand_is_least_among_the_near_best() -> None:
+    kv, (r0, r1, r2) = routing(set(), set(), set())
+    ring = (r0.url, r1.url, r2.url)
+    # two customers' contexts were placed on r0 and one on r1 (their blocks since evicted)
+    kv.demand.add(r0.url, range(100, 300), 0.0)
+    kv.demand.add(r1.url, range(300, 400), 0.0)
+    order, _, why = kv.order([r0, r1, r2], match_of([1, 2, 3], 48), {}, 0.25, 3.0, 1.0, ring)
+    assert order[0] is r2 and why == "least_loaded"  # not the ring's r0: it has the most demand
+    # right after, r2's fresh prefill backlog puts it below the margin: r1 (less demand than r0)
+    order, _, _ = kv.order([r0, r1, r2], match_of([4, 5], 32), {}, 0.25, 3.0, 1.5, ring)
+    assert order[0] is r1
+    # once that has drained, demand decides again: r2 (3 blocks) before r1 (100 + 2)
+    order, _, _ = kv.order([r0, r1, r2], match_of([6], 16), {}, 0.25, 3.0, 9.0, ring)
+    assert order[0] is r2
+    # and load comes first: a replica at its bounded load is passed over whatever its demand
+    order, _, _ = kv.order([r0, r1, r2], match_of([7], 16), {r2.url: 2}, 0.25, 3.0, 19.0, ring)
+    assert order[0] is r1
+
+
+def test_demand_counts_distinct_blocks_over_two_generations() -> None:
+    from deja.upstream.kv.demand import Demand
+
+    demand = Demand(generation_s=10.0, max_keys=1000)
+    demand.add("a", range(50), 0.0)
+    demand.add("a", range(25, 75), 5.0)  # overlapping keys count once
+    assert demand.of("a") == 75 and demand.of("b") == 0
+    demand.add("a", range(10), 12.0)  # a new generation: the previous one still counts
+    assert demand.of("a") == 75
+    demand.add("a", range(5), 23.0)  # two generations on, the old keys are gone
+    assert demand.of("a") == 10
+    demand.add("a", range(2000), 24.0)  # past max_keys a generation ends early
+    assert demand.of("a") == 2000 and not demand._current
+    demand.forget(["b"])
+    assert demand.of("a") == 0
+
+
+def test_a_holder_of_most_of_the_prompt_keeps_it_below_its_bound_whatever_its_backlog() -> None:
+    kv, (r0, r1, r2) = routing({1, 2, 3, 4}, set(), set())
+    # r0 just took a long prefill (its backlog) and runs a request; r1 and r2 are idle
+    kv.order([r0, r1, r2], match_of([20, 21, 22, 23, 24, 25, 26, 27], 128), {}, 0.25, 3.0, 0.0)
+    loads = {r0.url: 1}  # T = 1, epsilon 1: capacity ceil(2 * 2 / 3) = 2, room for one more
+    order, tokens, why = kv.order([r0, r1, r2], match_of([1, 2, 3, 4], 70), loads, 1.0, 3.0, 0.1)
+    assert order[0] is r0 and why == "resident" and tokens == 64  # on score alone, r1 or r2
+    # at its bounded load it spills: T = 3, epsilon 0.25: ceil(1.25 * 4 / 3) = 2 < 3 in flight
+    loads = {r0.url: 3}
+    order, _, why = kv.order([r0, r1, r2], match_of([1, 2, 3, 4], 70), loads, 0.25, 3.0, 0.2)
+    assert order[0] is not r0 and why == "spill"

@@ -8,11 +8,14 @@ then asks :meth:`KVRouting.order`:
 
 1. every usable replica's resident prefix ``h_r`` (blocks, from its KV index) and its
    bounded-load capacity ``c_r = ceil((1 + ε)(T + 1) w_r / W)`` (as :mod:`deja.upstream.ring`),
-   for a replica that holds at least half of the prompt never below ``kv_route_min_capacity``
-   (a shared system prompt that every replica holds does not count): with
-   T + 1 under the replica count the bound is 1, and a replica batching one request would
-   send the next one that it holds to a full prefill elsewhere (the ring's spills were a
-   quarter of a low-load workload's requests, each a miss);
+   for a replica that holds at least half of the prompt never below its batch: its
+   ``max_num_seqs`` where the scrape knows it (exported or learned), and never below
+   ``kv_route_min_capacity`` (a shared system prompt that every replica holds does not
+   count). With T + 1 under the replica count the bound is 1, and a replica batching one
+   request would send the next one that it holds to a full prefill elsewhere (the ring's
+   spills were a quarter of a low-load workload's requests, each a miss), though up to its
+   batch it runs them at once: a request it holds waits for no one there, while the spill
+   pays a full prefill and evicts another prompt's blocks for the copy;
 2. among the replicas below capacity (all, if none is) the highest
    ``score = h_r·block_size / prompt_tokens − backlog_r / prompt_tokens − λ·load_r / c_r
    − μ·kv_use_r`` goes first, the rest in score order for failover. ``backlog_r`` is the
@@ -41,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from deja.kvcache.blockhash import BlockHasher
+from deja.upstream.kv.demand import Demand
 from deja.upstream.kv.events import EventEndpoints, KVEvents
 from deja.upstream.kv.index import KVIndex
 from deja.upstream.kv.match import BlockMatch, PromptBlocks, TemplateName
@@ -123,6 +127,7 @@ class KVRouting:
         self.min_capacity = min_capacity
         self._pending: dict[int, tuple[str, float]] = {}
         self._backlog: dict[str, tuple[float, float]] = {}
+        self.demand = Demand()
 
     def _count_drop(self, replica: str, reason: str) -> None:
         key = (urlsplit(replica).netloc or replica, reason)
@@ -171,7 +176,8 @@ class KVRouting:
             best_hit = max(best_hit, hit)
             cap = math.ceil(scale * replica.weight - _CEIL_SLACK) if math.isfinite(scale) else 0
             if cap and 2 * hit * blocks.block_size >= blocks.prompt_tokens:
-                cap = max(cap, self.min_capacity)  # it holds most of the prompt
+                # it holds most of the prompt: up to its batch, it runs the request at once
+                cap = max(cap, self.min_capacity, replica.max_num_seqs or 0)
             load = loads.get(replica.url, 0)
             share = hit * blocks.block_size / max(blocks.prompt_tokens, 1)
             metrics = replica.metrics
@@ -187,22 +193,33 @@ class KVRouting:
 
         room = [s for s in scored if not s.capacity or loads.get(s.replica.url, 0) < s.capacity]
         ranked = sorted(room or scored, key=key)
-        reason = self._first(ranked, keys, best_hit, rank, now)
+        reason = self._first(ranked, blocks, best_hit, rank, now)
         rest = sorted((s for s in scored if s not in ranked), key=key)
         order = [s.replica for s in ranked] + [s.replica for s in rest]
         if keys:
             if len(self._pending) >= _PENDING_MAX:
                 self._pending.clear()
             self._pending[keys[-1]] = (order[0].url, now + PENDING_S)
+        self.demand.add(order[0].url, keys, now)
         resident = ranked[0].blocks * blocks.block_size
         uncached = max(blocks.prompt_tokens - resident, 0)
         self._backlog[order[0].url] = (self._backlog_at(order[0].url, now) + uncached, now)
         return order, resident, reason
 
+    def holders(self, candidates: Sequence[Replica], blocks: BlockMatch) -> list[Replica]:
+        """Those of ``candidates`` whose index holds at least half of the prompt."""
+        out = []
+        for replica in candidates:
+            index = self.index.get(replica.url)
+            hit = index.match(blocks.keys) if index is not None else 0
+            if hit and 2 * hit * blocks.block_size >= blocks.prompt_tokens:
+                out.append(replica)
+        return out
+
     def _first(
         self,
         ranked: list[Scored],
-        keys: Sequence[int],
+        blocks: BlockMatch,
         best_hit: int,
         rank: Mapping[str, int],
         now: float,
@@ -219,15 +236,36 @@ class KVRouting:
         router at 0.53x the ring's TTFT p90 without pressure), while a successor that is
         clearly busier (a long prefill, more in flight) is still passed over.
         """
+        keys, block_size, prompt_tokens = blocks.keys, blocks.block_size, blocks.prompt_tokens
+        major = next((s for s in ranked if 2 * s.blocks * block_size >= prompt_tokens), None)
+        if major is not None:
+            # a replica with room holding most of the prompt goes first: a spill past it is a
+            # full prefill elsewhere that evicts another prompt's blocks for the copy
+            ranked.remove(major)
+            ranked.insert(0, major)
+            return "resident"
         if ranked[0].blocks:
             return "resident"
         if keys and self._follow_pending(ranked, keys[-1], now):
             return "home"
+        floor = ranked[0].score - SPILL_MARGIN
+        near = [s for s in ranked if s.score >= floor]
         if not best_hit:
-            return "least_loaded"  # held nowhere: placed by load (ties in ring order)
+            # held nowhere: among the replicas scoring near the best (by load), the one with
+            # the least KV demand (ties in ring order)
+            demand = self.demand.of
+            first = min(
+                near,
+                key=lambda s: (
+                    demand(s.replica.url) / s.replica.weight,
+                    rank.get(s.replica.url, len(rank)),
+                    s.replica.url,
+                ),
+            )
+            ranked.remove(first)
+            ranked.insert(0, first)
+            return "least_loaded"
         if rank:
-            floor = ranked[0].score - SPILL_MARGIN
-            near = [s for s in ranked if s.score >= floor]
             first = min(near, key=lambda s: (rank.get(s.replica.url, len(rank)), s.replica.url))
             ranked.remove(first)
             ranked.insert(0, first)
@@ -261,6 +299,7 @@ class KVRouting:
 
     def check(self, pool: ReplicaPool) -> None:
         self.events.sync(r.url for r in pool.replicas)
+        self.demand.forget(r.url for r in pool.replicas)
         for replica in pool.replicas:
             metrics = replica.metrics
             self.events.check(
