@@ -429,7 +429,7 @@ def summarize(
 
 
 def multiturn_times(
-    chat_blocks: Any, index: Any, urls: list[str], rng: random.Random, *, warm_chats: int = 0
+    chat_blocks: Any, score: Any, rng: random.Random, *, warm_chats: int = 0
 ) -> list[float]:
     """Thread CPU of turns 2.. of 16 chats: each request tokenizes the previous answer and
     question (its prefix), then scores. ``warm_chats`` other chats first, untimed (a gateway
@@ -443,8 +443,7 @@ def multiturn_times(
             start = time.thread_time_ns()
             match = chat_blocks.match("chat", {"messages": list(messages)}, "t:bench")
             assert match is not None
-            for url in urls:
-                index.replica(url).match(match.keys)
+            score(match)
             if t and c >= warm_chats:
                 turn_times.append((time.thread_time_ns() - start) / 1000)
             messages.append({"role": "assistant", "content": text_of(rng, vocab, 32, "A")})
@@ -452,19 +451,25 @@ def multiturn_times(
 
 
 def micro(args: argparse.Namespace, workload: Workload) -> dict[str, Any]:
-    """Thread CPU of the route step's KV part per request (block keys with tokenization,
-    scoring over four indexes holding the workload's blocks), and bytes per resident block."""
+    """Thread CPU of the route step's KV part per request (block keys with tokenization, then
+    ``KVRouting.order`` over four replicas whose indexes hold the workload's blocks), and bytes
+    per resident block."""
     from tokenizers import Tokenizer
 
     from deja.kvcache.blockhash import BlockHasher
-    from deja.upstream.kv.index import KVIndex
     from deja.upstream.kv.match import PromptBlocks
+    from deja.upstream.kv.route import KVRouting
     from deja.upstream.pool import Replica
 
     hasher = BlockHasher("sha256", SEED, BLOCK_SIZE)
     blocks = PromptBlocks(Tokenizer.from_file(TOKENIZER), "sim", hasher)
-    index = KVIndex()
+    kv = KVRouting({}, lambda url: None, min_capacity=2)
+    index = kv.index
     replicas = [Replica(f"http://r{i}") for i in range(REPLICAS)]
+
+    def score(match: Any) -> None:
+        kv.order(replicas, match, {}, 0.25, 3.0, time.monotonic())
+
     rng = random.Random(3)
     # fill the indexes: each context resident on one replica, plus filler up to the KV budget
     for n, req in enumerate(workload.open_loop[: args.warmup]):
@@ -483,14 +488,11 @@ def micro(args: argparse.Namespace, workload: Workload) -> dict[str, Any]:
         t = time.thread_time_ns()
         match = fresh.match("chat", {"messages": req.messages}, "t:bench")
         assert match is not None
-        best = 0
-        for r in replicas:
-            best = max(best, index.replica(r.url).match(match.keys))
+        score(match)
         spent = (time.thread_time_ns() - t) / 1000
         system = req.messages[0]["content"]
         (times if system in seen else times_first).append(spent)
         seen.add(system)
-    urls = [r.url for r in replicas]
 
     def matcher(fast: bool) -> PromptBlocks:
         made = PromptBlocks(Tokenizer.from_file(TOKENIZER), "sim", hasher)
@@ -500,9 +502,9 @@ def micro(args: argparse.Namespace, workload: Workload) -> dict[str, Any]:
     # side by side, interleaved rounds: the fast token path and the tokenizer alone
     cold, turn_times, whole = [], [], []
     for _ in range(3):
-        cold += multiturn_times(matcher(True), index, urls, rng)
-        turn_times += multiturn_times(matcher(True), index, urls, rng, warm_chats=48)
-        whole += multiturn_times(matcher(False), index, urls, rng, warm_chats=48)
+        cold += multiturn_times(matcher(True), score, rng)
+        turn_times += multiturn_times(matcher(True), score, rng, warm_chats=48)
+        whole += multiturn_times(matcher(False), score, rng, warm_chats=48)
     # bytes per resident block: a set of 1M random 64-bit keys
     tracemalloc.start()
     keys = {random.getrandbits(64) for _ in range(1_000_000)}
@@ -629,8 +631,8 @@ def report(results: dict[str, Any]) -> str:
     m = results.get("micro")
     if m:
         lines.append(
-            f"routing CPU per miss (block keys with tokenization + scoring over {REPLICAS} "
-            f"indexes): p50 {m['route_cpu_us_p50']:.0f} us, p90 {m['route_cpu_us_p90']:.0f} us "
+            f"routing CPU per miss (block keys with tokenization + KVRouting.order over {REPLICAS} "
+            f"replicas): p50 {m['route_cpu_us_p50']:.0f} us, p90 {m['route_cpu_us_p90']:.0f} us "
             f"(repeat contexts); first sight of a context p50 {m['route_cpu_us_first_p50']:.0f} us"
             f"; multi-turn (the previous answer and question tokenized) p50 "
             f"{m['route_cpu_us_multiturn_p50']:.0f} us, "
