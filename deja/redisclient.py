@@ -181,8 +181,8 @@ async def _read_cluster(client: RedisCluster, keys: Sequence[str | bytes]) -> li
 
     Not through redis-py's ``ClusterPipeline``: it resolves a routing policy, computes the
     slot and looks up the node once per command with several awaits each, and records a
-    metric per node, which cost more CPU per key than the whole rest of a hit's Redis read
-    (bench/redis_cluster.py). A ``MOVED``/``ASK``/``TRYAGAIN`` reply (a slot that moved) is
+    metric per node: about twice the CPU per key of this path (measured in docs/architecture.md,
+    "Redis Cluster"). A ``MOVED``/``ASK``/``TRYAGAIN`` reply (a slot that moved) is
     asked again alone through the client, which follows the redirection and updates its slot
     map, exactly as ``ClusterPipeline`` does."""
     await client.initialize()  # reads the slot map only when flagged (start-up, a failure)

@@ -143,6 +143,30 @@ async def test_a_failed_node_fails_only_its_own_keys_and_the_map_is_read_again(
         assert await read_many(client, keys) == [k.encode() for k in keys]  # ... and works
 
 
+async def test_masters_slower_than_the_client_timeout_leave_the_tier_live(
+    redis_cluster: LocalRedisCluster,
+) -> None:
+    """Every master paused for 1.5 s (``CLIENT PAUSE``): the watch's ``CLUSTER NODES`` read
+    times out (the client's 0.5 s), yet the tier stays live and keeps its copies: a slow read
+    is tried again, and only ``DEAD_AFTER`` (3 s) without an answer drops the tier."""
+    key = uuid.uuid4().hex
+    async with tracked_store(redis_cluster.url) as store:
+        tier = store.tracking
+        assert tier is not None
+        await store.set(key, answer(key), ttl=60)
+        assert await store.get(key) == answer(key) and local(store, key) is not None
+        generation = tier._generation
+        for master in redis_cluster.masters():
+            master.client().execute_command("CLIENT", "PAUSE", "1500", "ALL")
+        seen_live = []
+        for _ in range(30):  # through the pause and two more watch reads
+            seen_live.append(tier.live)
+            await asyncio.sleep(0.1)
+        assert all(seen_live)
+        assert tier._generation == generation  # never dropped
+        assert local(store, key) == answer(key)
+
+
 async def test_a_graceful_failover_drops_the_tier_and_it_follows_the_new_master(
     own_cluster: LocalRedisCluster,
 ) -> None:
