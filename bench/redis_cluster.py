@@ -25,7 +25,7 @@ wrong answers must be zero).
 Targets (issue 25): cluster >= 0.8x single-Redis exact-hit throughput per gateway process;
 zero wrong answers and zero 5xx through the kill; hits back within 10 s of the promotion.
 
-    .venv/bin/python bench/redis_cluster.py --duration 40 --rounds 4   # ~4.5 min
+    .venv/bin/python bench/redis_cluster.py --duration 40 --rounds 4   # ~3.5 min
     .venv/bin/python bench/redis_cluster.py [--duration 10] [--workers 2] [--connections 32]
 
 Writes ``bench/results/redis_cluster.json``. See bench/README.md.
