@@ -49,6 +49,14 @@ class RagSettings(BaseModel):
     corpus_embed_batch: int = Field(
         32, ge=1, le=1024, description="Chunks embedded per call during ingestion."
     )
+    corpus_embed_threads: int = Field(
+        2,
+        ge=1,
+        le=64,
+        description="Threads that embed one batch of an ingest at once, each text on its own "
+        "(vectors do not depend on it); 2 uses both cores of a 2-core machine: about 2x the "
+        "chunks/s when they are free, while request-path embeddings still interleave.",
+    )
     rag_retrieval_timeout_seconds: PositiveFloat = Field(
         1.0, description="Budget of one retrieval from a corpus; past it, RetrievalError."
     )
