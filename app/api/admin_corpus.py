@@ -8,6 +8,10 @@ tenant does not have is a 404 whether or not another tenant has one of that name
   as the body (its format from ``Content-Type`` or the id's extension, at most
   ``corpus_max_file_bytes``): added, updated (old → new version) or unchanged; a file deja
   cannot use is a 400 whose message is the reason
+* ``POST   /admin/corpora/{corpus}/documents?tenant=T[&meta=k=v…]`` — many files in one
+  request (``deja corpus ingest`` sends small files in groups, so their chunks are embedded and
+  written together): ``{"files": [{"document", "content_type", "data": base64}]}``, one line
+  per file in the order sent; a file deja cannot use is a ``failed`` line and the others go on
 * ``DELETE /admin/corpora/{corpus}/documents/{document}?tenant=T`` — the document's chunks,
   and the cached answers built from it
 
@@ -16,8 +20,11 @@ Document ids are paths relative to the ingest root (``docs/architecture.md``).
 
 from __future__ import annotations
 
-from typing import Annotated
+import base64
+import binascii
+from typing import Annotated, Any
 
+import orjson
 from fastapi import APIRouter, Query, Request
 from starlette.responses import Response
 
@@ -25,7 +32,7 @@ from app.api.admin import Admin, audit
 from app.api.json import json_response
 from app.gateway import Gateway
 from deja.corpus.names import check_corpus_name, check_document_id, check_metadata
-from deja.corpus.reports import SourceFile
+from deja.corpus.reports import FileReport, SourceFile
 from deja.corpus.service import Corpora
 from deja.errors import InvalidRequestError, NotFoundError
 from deja.tenancy.keyring import DEFAULT_TENANT
@@ -122,6 +129,71 @@ async def put_document(
     if line.status == "failed":
         raise InvalidRequestError(f"{document}: {line.reason}", param="body")
     return json_response({"tenant": tenant, "corpus": corpus, **details})
+
+
+def _batch_files(
+    body: bytes, metadata: dict[str, str], max_bytes: int
+) -> tuple[list[SourceFile], dict[int, FileReport]]:
+    """The files of a batch body, and the ``failed`` lines (by position) of those that cannot
+    be decoded or are over ``max_bytes``; a body that is not the batch shape is a 400."""
+    try:
+        entries: Any = orjson.loads(body)["files"]
+        if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+            raise TypeError
+    except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
+        raise InvalidRequestError(
+            'the body must be JSON {"files": [{"document", "content_type", "data"}]}',
+            param="body",
+        ) from exc
+    files: list[SourceFile] = []
+    failed: dict[int, FileReport] = {}
+    for i, entry in enumerate(entries):
+        document, ctype = str(entry.get("document", "")), entry.get("content_type")
+        try:
+            data = base64.b64decode(str(entry.get("data", "")), validate=True)
+        except (binascii.Error, ValueError):
+            failed[i] = FileReport(document, "failed", reason="data is not base64")
+            continue
+        if len(data) > max_bytes:
+            reason = f"the file is {len(data)} bytes, above the {max_bytes}-byte limit"
+            failed[i] = FileReport(document, "failed", reason=reason)
+            continue
+        files.append(
+            SourceFile(document, data, ctype if isinstance(ctype, str) else None, metadata)
+        )
+    return files, failed
+
+
+@router.post("/corpora/{corpus}/documents")
+async def post_documents(
+    corpus: str,
+    request: Request,
+    gateway: Admin,
+    tenant: Tenant = DEFAULT_TENANT,
+    meta: Meta = None,
+    dry_run: bool = False,
+) -> Response:
+    """Add or replace many documents from one JSON body (base64 files, at most
+    ``corpus_max_file_bytes`` each and as much in all); a line per file, in the order sent."""
+    corpora = _corpora(gateway)
+    _known_tenant(gateway, tenant)
+    check_corpus_name(corpus)
+    metadata = _metadata(meta or [])
+    headers = header_map(request)
+    max_bytes = gateway.settings.corpus_max_file_bytes
+    body = await read_body(request, headers, max_bytes * 4 // 3 + 65536)
+    files, failed = _batch_files(body, metadata, max_bytes)
+    report = await until_disconnect(
+        corpora.ingest(tenant, corpus, files, dry_run=dry_run), disconnect_waiter(request.receive)
+    )
+    ingested = iter(report.files)
+    lines = [failed[i] if i in failed else next(ingested) for i in range(len(files) + len(failed))]
+    if not dry_run:
+        for line in lines:
+            audit(gateway, f"corpus.{line.status}", tenant=tenant, corpus=corpus, **line.as_json())
+    return json_response(
+        {"tenant": tenant, "corpus": corpus, "files": [line.as_json() for line in lines]}
+    )
 
 
 @router.delete("/corpora/{corpus}/documents/{document:path}")
