@@ -22,10 +22,11 @@ from __future__ import annotations
 
 import base64
 import binascii
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 import orjson
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
 from starlette.responses import Response
 
 from app.api.admin import Admin, audit
@@ -73,6 +74,34 @@ def _metadata(pairs: list[str]) -> dict[str, str]:
     return check_metadata(metadata, param="meta")
 
 
+@dataclass(frozen=True, slots=True)
+class Upload:
+    """Where the documents of a PUT or POST go, checked before the body is read: corpora on,
+    a tenant that can send requests, a valid corpus name, the metadata."""
+
+    corpora: Corpora
+    tenant: str
+    corpus: str
+    metadata: dict[str, str]
+    dry_run: bool
+
+
+def upload(
+    corpus: str,
+    gateway: Admin,
+    tenant: Tenant = DEFAULT_TENANT,
+    meta: Meta = None,
+    dry_run: bool = False,
+) -> Upload:
+    corpora = _corpora(gateway)
+    _known_tenant(gateway, tenant)
+    check_corpus_name(corpus)
+    return Upload(corpora, tenant, corpus, _metadata(meta or []), dry_run)
+
+
+Uploading = Annotated[Upload, Depends(upload)]
+
+
 @router.get("/corpora")
 async def list_corpora(gateway: Admin, tenant: Tenant = DEFAULT_TENANT) -> Response:
     """The tenant's corpora: name, documents, chunks (newest versions)."""
@@ -99,36 +128,25 @@ async def list_documents(corpus: str, gateway: Admin, tenant: Tenant = DEFAULT_T
 
 
 @router.put("/corpora/{corpus}/documents/{document:path}")
-async def put_document(
-    corpus: str,
-    document: str,
-    request: Request,
-    gateway: Admin,
-    tenant: Tenant = DEFAULT_TENANT,
-    meta: Meta = None,
-    dry_run: bool = False,
-) -> Response:
+async def put_document(document: str, request: Request, gateway: Admin, to: Uploading) -> Response:
     """Add or replace one document from the raw file in the body; ``dry_run=true`` writes
     nothing and reports what would change and how many cached answers it would invalidate."""
-    corpora = _corpora(gateway)
-    _known_tenant(gateway, tenant)
-    check_corpus_name(corpus)
     check_document_id(document)
-    metadata = _metadata(meta or [])
     headers = header_map(request)
     data = await read_body(request, headers, gateway.settings.corpus_max_file_bytes)
-    file = SourceFile(document, data, headers.get("content-type"), metadata)
+    file = SourceFile(document, data, headers.get("content-type"), to.metadata)
     # The ingest stops (its parse worker killed, nothing written) when the client goes away.
     report = await until_disconnect(
-        corpora.ingest(tenant, corpus, [file], dry_run=dry_run), disconnect_waiter(request.receive)
+        to.corpora.ingest(to.tenant, to.corpus, [file], dry_run=to.dry_run),
+        disconnect_waiter(request.receive),
     )
     line = report.files[0]
     details = line.as_json()
-    if not dry_run:
-        audit(gateway, f"corpus.{line.status}", tenant=tenant, corpus=corpus, **details)
+    if not to.dry_run:
+        audit(gateway, f"corpus.{line.status}", tenant=to.tenant, corpus=to.corpus, **details)
     if line.status == "failed":
         raise InvalidRequestError(f"{document}: {line.reason}", param="body")
-    return json_response({"tenant": tenant, "corpus": corpus, **details})
+    return json_response({"tenant": to.tenant, "corpus": to.corpus, **details})
 
 
 def _batch_files(
@@ -165,34 +183,25 @@ def _batch_files(
 
 
 @router.post("/corpora/{corpus}/documents")
-async def post_documents(
-    corpus: str,
-    request: Request,
-    gateway: Admin,
-    tenant: Tenant = DEFAULT_TENANT,
-    meta: Meta = None,
-    dry_run: bool = False,
-) -> Response:
+async def post_documents(request: Request, gateway: Admin, to: Uploading) -> Response:
     """Add or replace many documents from one JSON body (base64 files, at most
     ``corpus_max_file_bytes`` each and as much in all); a line per file, in the order sent."""
-    corpora = _corpora(gateway)
-    _known_tenant(gateway, tenant)
-    check_corpus_name(corpus)
-    metadata = _metadata(meta or [])
     headers = header_map(request)
     max_bytes = gateway.settings.corpus_max_file_bytes
     body = await read_body(request, headers, max_bytes * 4 // 3 + 65536)
-    files, failed = _batch_files(body, metadata, max_bytes)
+    files, failed = _batch_files(body, to.metadata, max_bytes)
     report = await until_disconnect(
-        corpora.ingest(tenant, corpus, files, dry_run=dry_run), disconnect_waiter(request.receive)
+        to.corpora.ingest(to.tenant, to.corpus, files, dry_run=to.dry_run),
+        disconnect_waiter(request.receive),
     )
     ingested = iter(report.files)
     lines = [failed[i] if i in failed else next(ingested) for i in range(len(files) + len(failed))]
-    if not dry_run:
+    if not to.dry_run:
         for line in lines:
-            audit(gateway, f"corpus.{line.status}", tenant=tenant, corpus=corpus, **line.as_json())
+            details = line.as_json()
+            audit(gateway, f"corpus.{line.status}", tenant=to.tenant, corpus=to.corpus, **details)
     return json_response(
-        {"tenant": tenant, "corpus": corpus, "files": [line.as_json() for line in lines]}
+        {"tenant": to.tenant, "corpus": to.corpus, "files": [line.as_json() for line in lines]}
     )
 
 
