@@ -52,6 +52,7 @@ from deja.corpus.base import Chunk
 from deja.corpus.chunking import chunk_document
 from deja.corpus.files import collect, content_type_for
 from deja.corpus.index import CHUNK_INDEXES, ChunkPoint, ChunkStore, corpus_collection
+from deja.corpus.ingest import embed_texts
 from deja.corpus.parsing import parse_document
 from deja.corpus.reports import SourceFile
 from deja.corpus.service import Corpora, CorpusSettings, token_counter
@@ -142,30 +143,57 @@ def parse_and_chunk(files: list[SourceFile], model_id: str) -> list[str]:
     return texts
 
 
-async def bench_ingest(
-    embedder: OnnxEmbedder, files: list[SourceFile], workdir: Path, sample: int
-) -> tuple[dict[str, Any], Seeds]:
-    store = edge_chunks(workdir / "ingest", corpus_collection("bench", DIM))
+async def ingest_once(
+    embedder: OnnxEmbedder, files: list[SourceFile], data_dir: Path, threads: int
+) -> tuple[int, float, float, float, float]:
+    """One ``Corpora.ingest`` of ``files`` into a fresh store with ``threads`` embedding
+    threads, then a second (all unchanged): chunks, wall and CPU seconds of each."""
+    store = edge_chunks(data_dir, corpus_collection("bench", DIM))
     await store.open()
     try:
-        corpora = Corpora(store, embedder)
+        corpora = Corpora(store, embedder, settings=CorpusSettings(embed_threads=threads))
         report, ingest_s, ingest_cpu = await atimed(corpora.ingest("bench", "py", files))
+        assert not report.failed, [(f.document, f.reason) for f in report.failed]
         again, again_s, again_cpu = await atimed(corpora.ingest("bench", "py", files))
         assert all(f.status == "unchanged" for f in again.files), again.counts()
     finally:
         await store.close()
-    chunks = sum(f.chunks for f in report.files)
+    shutil.rmtree(data_dir, ignore_errors=True)
+    return sum(f.chunks for f in report.files), ingest_s, ingest_cpu, again_s, again_cpu
+
+
+async def bench_ingest(
+    embedder: OnnxEmbedder, files: list[SourceFile], workdir: Path, args: argparse.Namespace
+) -> tuple[dict[str, Any], Seeds]:
+    """Ingest with each of ``args.threads`` embedding threads, ``args.rounds`` interleaved rounds
+    (A B, B A, ...): the best round of each; then parse+chunk alone and embed_batch alone."""
+    runs: dict[int, list[tuple[int, float, float, float, float]]] = {t: [] for t in args.threads}
+    for round_ in range(args.rounds):
+        order = args.threads if round_ % 2 == 0 else list(reversed(args.threads))
+        for threads in order:
+            data_dir = workdir / f"ingest-{round_}-{threads}"
+            runs[threads].append(await ingest_once(embedder, files, data_dir, threads))
+    best = {t: min(r, key=lambda run: run[1]) for t, r in runs.items()}
     texts, parse_s, parse_cpu = timed(parse_and_chunk, files, embedder.model_id)
-    picked = random.Random(0).sample(texts, min(sample, len(texts)))
+    picked = random.Random(0).sample(texts, min(args.sample, len(texts)))
     vectors, embed_s, embed_cpu = timed(embedder.embed_batch, picked)
+    split_vectors = await embed_texts(embedder, picked, 32, max(args.threads))
+    differ = float(np.abs(np.asarray(split_vectors) - np.asarray(vectors)).max())
     figures = {
         "files": len(files),
         "bytes": sum(len(f.data) for f in files),
-        "chunks": chunks,
-        "failed": [(f.document, f.reason) for f in report.failed],
-        "ingest_s": ingest_s,
-        "ingest_cpu_s": ingest_cpu,
-        "ingest_chunks_per_s": chunks / ingest_s,
+        "chunks": next(iter(best.values()))[0],
+        "ingest": {
+            t: {
+                "ingest_s": s,
+                "ingest_cpu_s": c,
+                "ingest_chunks_per_s": n / s,
+                "rounds_chunks_per_s": [run[0] / run[1] for run in runs[t]],
+                "reingest_unchanged_s": again_s,
+                "reingest_files_per_s": len(files) / again_s,
+            }
+            for t, (n, s, c, again_s, _) in best.items()
+        },
         "parse_chunk_s": parse_s,
         "parse_chunk_cpu_s": parse_cpu,
         "parse_chunk_chunks_per_s": len(texts) / parse_s,
@@ -173,9 +201,7 @@ async def bench_ingest(
         "embed_only_s": embed_s,
         "embed_only_chunks_per_s": len(picked) / embed_s,
         "embed_only_cpu_s": embed_cpu,
-        "reingest_unchanged_s": again_s,
-        "reingest_cpu_s": again_cpu,
-        "reingest_files_per_s": len(files) / again_s,
+        "split_vs_one_thread_max_abs_diff": differ,
     }
     return figures, Seeds(picked, np.asarray(vectors, dtype=np.float32))
 
@@ -290,17 +316,21 @@ def report(ingest: dict[str, Any], retrieval: list[dict[str, Any]], source: str)
     banner(f"A. ingest: {source}, Qdrant Edge, ONNX MiniLM")
     print(
         f"{ingest['files']} files, {ingest['bytes'] / 1e6:.2f} MB -> {ingest['chunks']} chunks "
-        f"({len(ingest['failed'])} failed)"
+        "(0 failed)"
     )
     n_texts = ingest["parse_chunk_chunks_per_s"] * ingest["parse_chunk_s"]
-    rate = ingest["ingest_chunks_per_s"]
+    one = ingest["ingest"][min(ingest["ingest"])]
+    rate = one["ingest_chunks_per_s"]
     rows = [
         [
-            "Corpora.ingest (parse+chunk+embed+store)",
-            rate,
-            1.0,
-            1e3 * ingest["ingest_cpu_s"] / ingest["chunks"],
-        ],
+            f"Corpora.ingest, {t} embedding thread{'s' * (t > 1)} (parse+chunk+embed+store)",
+            r["ingest_chunks_per_s"],
+            r["ingest_chunks_per_s"] / rate,
+            1e3 * r["ingest_cpu_s"] / ingest["chunks"],
+        ]
+        for t, r in ingest["ingest"].items()
+    ]
+    rows += [
         [
             "parse + chunk only",
             ingest["parse_chunk_chunks_per_s"],
@@ -308,17 +338,22 @@ def report(ingest: dict[str, Any], retrieval: list[dict[str, Any]], source: str)
             1e3 * ingest["parse_chunk_cpu_s"] / n_texts,
         ],
         [
-            f"embed_batch only ({ingest['embed_only_sample']} chunks)",
+            f"embed_batch only, 1 thread ({ingest['embed_only_sample']} chunks)",
             ingest["embed_only_chunks_per_s"],
             ingest["embed_only_chunks_per_s"] / rate,
             1e3 * ingest["embed_only_cpu_s"] / ingest["embed_only_sample"],
         ],
     ]
-    print(table(["path", "chunks/s", "x ingest", "CPU ms/chunk"], rows, digits=2))
+    print(table(["path", "chunks/s", "x 1 thread", "CPU ms/chunk"], rows, digits=2))
+    for t, r in ingest["ingest"].items():
+        rounds = ", ".join(f"{x:.1f}" for x in r["rounds_chunks_per_s"])
+        print(
+            f"{t} thread(s): rounds {rounds} chunks/s; re-ingest unchanged "
+            f"{r['reingest_unchanged_s'] * 1e3:.0f} ms ({r['reingest_files_per_s']:,.0f} files/s)"
+        )
     print(
-        f"ingest: {ingest['ingest_s']:.1f}s wall, {ingest['ingest_cpu_s']:.1f}s CPU; "
-        f"re-ingest unchanged: {ingest['reingest_unchanged_s'] * 1e3:.0f} ms "
-        f"({ingest['reingest_files_per_s']:,.0f} files/s)"
+        "vectors split over threads vs one thread: max |diff| "
+        f"{ingest['split_vs_one_thread_max_abs_diff']:.1e}"
     )
     banner(f"B. retrieval through Corpora.retrieve, k={K}, tenant+corpus filter (ms)")
     rows = []
@@ -346,6 +381,8 @@ def main() -> int:
     parser.add_argument("--sections", nargs="+", default=["tutorial"])
     parser.add_argument("--paragraphs", type=int, default=0, help="WikiQA pages instead")
     parser.add_argument("--sample", type=int, default=150, help="chunks embedded alone (A)")
+    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2], help="embedding threads")
+    parser.add_argument("--rounds", type=int, default=2, help="interleaved ingest rounds (A)")
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000])
     parser.add_argument("--tenants", type=int, default=20)
     parser.add_argument("--large-share", type=float, default=0.3)
@@ -365,7 +402,7 @@ def main() -> int:
         embedder = load_onnx_embedder(MODEL_DIR)
         try:
             print(f"embedder {embedder.model_id}; ingesting {len(files)} files ...", flush=True)
-            ingest, seeds = await bench_ingest(embedder, files, workdir, args.sample)
+            ingest, seeds = await bench_ingest(embedder, files, workdir, args)
             return ingest, await bench_retrieval(embedder, seeds, workdir, args)
         finally:
             await embedder.close()

@@ -5,7 +5,12 @@ masters and three replicas (the suite's ``tests/rediscluster.py``). For each bac
 ``deja serve --workers N`` (N gateway processes sharing a socket; the semantic layer and the
 corpora off) fronts one SIMULATED replica at ``--speed 0``. ``--questions`` distinct questions
 are asked once (stored), then ``wrk`` cycles through them (exact hits; on the cluster their
-keys spread over all three masters), node and cluster interleaved round by round.
+keys spread over all three masters), node and cluster interleaved round by round (A B, B A).
+The gateways run on the server CPU; wrk, the replica and every redis-server (the node and all
+six of the cluster) on the load generator's CPU, so what differs between the backends on the
+gateways' CPU is the client's own work. Both backends stay up for the whole run: idle, the
+other backend's gateways and redis-servers cost under 2% of one CPU (measured: the cluster's
+six redis-servers 12-14 ms/s, either pair of idle gateways 5-8 ms/s).
 
 Two variants: the client-side tier off (``DEJA_REDIS_CLIENT_CACHE=false``: every hit reads
 Redis, so the figure is the client cost of cluster routing: per-node pipelines, slot lookups)
@@ -20,6 +25,7 @@ wrong answers must be zero).
 Targets (issue 25): cluster >= 0.8x single-Redis exact-hit throughput per gateway process;
 zero wrong answers and zero 5xx through the kill; hits back within 10 s of the promotion.
 
+    .venv/bin/python bench/redis_cluster.py --duration 40 --rounds 4   # ~3.5 min
     .venv/bin/python bench/redis_cluster.py [--duration 10] [--workers 2] [--connections 32]
 
 Writes ``bench/results/redis_cluster.json``. See bench/README.md.
@@ -31,6 +37,9 @@ import argparse
 import asyncio
 import contextlib
 import json
+import math
+import os
+import re
 import sys
 import time
 import uuid
@@ -44,6 +53,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from common import (
     HOST,
+    LOADGEN_CPU,
+    PINNING,
     RESULTS_DIR,
     SERVER_CPU,
     WRK_DONE_LUA,
@@ -51,14 +62,17 @@ from common import (
     Target,
     _lua_string,
     banner,
+    combine,
     deja_bin,
     free_port,
     gateway_env,
+    load_note,
     log_dir,
+    pinning_note,
     ratio,
     run_guarded,
-    run_interleaved,
     run_meta,
+    run_wrk,
     start_process,
     start_sim,
     stop_process,
@@ -73,6 +87,8 @@ from tests.support import RedisServer
 MODEL = "deja-sim-1"
 KEY_PREFIX = "deja:x:"
 CHAT = "/v1/chat/completions"
+#: ``--gateway-env`` settings, for every gateway of the run.
+EXTRA_ENV: dict[str, str] = {}
 
 
 def children(pid: int) -> list[int]:
@@ -94,6 +110,7 @@ def start_gateway(
             "DEJA_SEMANTIC_ENABLED": "false",
             "DEJA_CORPORA_ENABLED": "false",
             "DEJA_WORKERS": str(workers),
+            **EXTRA_ENV,
             **extra,
         },
     )
@@ -160,10 +177,71 @@ def cycling_lua(requests: list[bytes]) -> Path:
     return path
 
 
+def replica_requests(replica: str) -> float:
+    """Requests the simulated replica has answered so far: every reply during a round that was
+    not an exact hit (``off`` after a Redis timeout, a miss) reached it."""
+    text = httpx.get(replica + "/metrics", timeout=10).text
+    return sum(
+        float(v) for v in re.findall(r"^vllm:request_success_total\{[^}]*\} (\S+)$", text, re.M)
+    )
+
+
+def redis_pids(node: RedisServer, cluster: LocalRedisCluster) -> dict[str, list[int]]:
+    """The redis-server processes of each backend (the cluster's replicas too)."""
+    return {
+        "node": [node.proc.pid] if node.proc else [],
+        "cluster": [n.proc.pid for n in cluster.nodes if n.proc is not None],
+    }
+
+
+def pin_backends(pids: dict[str, list[int]]) -> None:
+    """Every redis-server on the load generator's CPU (as bench/exact_stores.py does): the
+    gateways' CPU then runs gateways only, so what differs between the backends there is the
+    client's work, not six redis-servers scheduled next to the gateways."""
+    if PINNING:
+        for pid in (p for group in pids.values() for p in group):
+            os.sched_setaffinity(pid, {LOADGEN_CPU})
+
+
+def cluster_epoch(cluster: LocalRedisCluster) -> int:
+    """The cluster's config epoch: it grows with every failover (a node timed out under load
+    during the rounds would make the figures incomparable)."""
+    info = cluster.masters()[0].client().execute_command("CLUSTER", "INFO")
+    text = info.decode() if isinstance(info, bytes) else str(info)
+    found = re.search(r"cluster_current_epoch:(\d+)", text)
+    return int(found.group(1)) if found else -1
+
+
+def rounds(
+    args: argparse.Namespace, targets: list[Target], replica: str
+) -> tuple[list[list[Any]], dict[str, list[float]]]:
+    """``args.rounds`` rounds, node and cluster alternating A B, B A, ...; per round and
+    backend the wrk result and how many replies the replica answered (not exact hits)."""
+    runs: list[list[Any]] = [[] for _ in targets]
+    uncached: dict[str, list[float]] = {t.label: [] for t in targets}
+    per_round = max(1.0, args.duration / max(1, args.rounds))
+    for index in range(max(1, args.rounds)):
+        order = list(range(len(targets)))[:: -1 if index % 2 else 1]
+        for i in order:
+            target, before = targets[i], replica_requests(replica)
+            runs[i].append(
+                run_wrk(
+                    target.label,
+                    target.url,
+                    lua=target.lua,
+                    connections=args.connections,
+                    duration=per_round,
+                    watch=target.watch,
+                )
+            )
+            uncached[target.label].append(replica_requests(replica) - before)
+    return runs, uncached
+
+
 def throughput(
     args: argparse.Namespace,
     replica: str,
-    urls: dict[str, str],
+    backends: dict[str, tuple[str, list[int]]],
     variant: str,
     extra: dict[str, str],
 ) -> dict[str, Any]:
@@ -171,32 +249,44 @@ def throughput(
     banner(f"exact hits, {args.workers} gateway processes per backend, {variant}")
     gateways = {
         name: start_gateway(f"gw-{name}-{variant}", replica, url, args.workers, extra)
-        for name, url in urls.items()
+        for name, (url, _) in backends.items()
     }
     try:
         targets = []
         for name, gw in gateways.items():
             prime(gw.url, bodies(args.questions, f"{variant}"))
             lua = cycling_lua(bodies(args.questions, f"{variant}"))
-            pids = [gw.popen.pid, *children(gw.popen.pid)]
-            targets.append(Target(name, gw.url + CHAT, lua, {f"pid{p}": p for p in pids}))
-        combined, _ = run_interleaved(
-            targets, connections=args.connections, duration=args.duration, rounds=args.rounds
-        )
+            watch = {f"gw{p}": p for p in [gw.popen.pid, *children(gw.popen.pid)]}
+            watch.update({f"redis{p}": p for p in backends[name][1]})
+            targets.append(Target(name, gw.url + CHAT, lua, watch))
+        runs, uncached = rounds(args, targets, replica)
     finally:
         for gw in gateways.values():
             stop_process(gw)
+    logs = {name: gw.log_path.read_text(errors="replace") for name, gw in gateways.items()}
+    combined = [combine(t.label, r) for t, r in zip(targets, runs, strict=True)]
     node, cluster = combined
-    cpu = {
-        r.label: sum(r.cpu_s.values()) / r.requests * 1e6 if r.requests else 0.0 for r in combined
-    }
+
+    def per_hit(r: Any, prefix: str) -> float:
+        used = sum(v for k, v in r.cpu_s.items() if k.startswith(prefix))
+        return float(used / r.requests * 1e6) if r.requests else math.nan
+
+    cpu = {r.label: per_hit(r, "gw") for r in combined}
     return {
-        "cpu_us_per_hit": cpu,
-        "cpu_ratio": ratio(cpu["cluster"], cpu["node"]),
         "variant": variant,
         "runs": {r.label: r.as_dict() for r in combined},
+        "rounds": {t.label: [r.as_dict() for r in rs] for t, rs in zip(targets, runs, strict=True)},
         "per_process_rps": {r.label: r.rps / args.workers for r in combined},
         "ratio": ratio(cluster.rps, node.rps),
+        "round_ratios": [ratio(c.rps, n.rps) for n, c in zip(runs[0], runs[1], strict=True)],
+        "cpu_us_per_hit": cpu,
+        "cpu_ratio": ratio(cpu["cluster"], cpu["node"]),
+        "redis_cpu_us_per_hit": {r.label: per_hit(r, "redis") for r in combined},
+        "not_cached": {k: sum(v) for k, v in uncached.items()},
+        # Warnings in the gateways' logs: the store cooling down after a Redis timeout (its
+        # answers go out ``off`` meanwhile), the tier's subscription lost (hits read Redis).
+        "cache_off_events": {k: v.count("exact cache off for now") for k, v in logs.items()},
+        "tier_lost_events": {k: v.count("invalidations lost") for k, v in logs.items()},
         "p99_ms": {r.label: r.p99_ms for r in combined},
         "errors": {r.label: r.errors for r in combined},
     }
@@ -285,6 +375,13 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--workers", type=int, default=2, help="gateway processes per backend")
     parser.add_argument("--questions", type=int, default=64, help="distinct stored questions")
     parser.add_argument("--clients", type=int, default=8, help="concurrent clients in the failover")
+    parser.add_argument(
+        "--gateway-env",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a DEJA_* setting for every gateway, e.g. DEJA_REDIS_TIMEOUT_SECONDS=1 (repeatable)",
+    )
     return parser.parse_args()
 
 
@@ -294,40 +391,39 @@ def summary(results: dict[str, Any], args: argparse.Namespace) -> None:
     for run in results["throughput"]:
         for name in ("node", "cluster"):
             r: dict[str, Any] = run["runs"][name]
+            per_round = [x["rps"] / args.workers for x in run["rounds"][name]]
             rows.append(
                 [
                     run["variant"],
                     name,
                     r["rps"],
                     run["per_process_rps"][name],
+                    f"{min(per_round):,.0f}-{max(per_round):,.0f}",
                     r["p50_ms"],
                     r["p99_ms"],
                     run["cpu_us_per_hit"][name],
+                    run["redis_cpu_us_per_hit"][name],
+                    run["not_cached"][name],
+                    run["cache_off_events"][name],
+                    run["tier_lost_events"][name],
                     r["non_2xx"] + r["socket_errors"],
                 ]
             )
-    print(
-        table(
-            [
-                "variant",
-                "backend",
-                "req/s",
-                "req/s/process",
-                "p50 ms",
-                "p99 ms",
-                "CPU µs/hit",
-                "errors",
-            ],
-            rows,
-        )
-    )
+    headers = ["variant", "backend", "req/s", "req/s/process", "rounds/process", "p50 ms"]
+    headers += ["p99 ms", "gw CPU µs/hit", "redis CPU µs/hit", "not cached", "cache off"]
+    headers += ["tier lost", "errors"]
+    print(table(headers, rows))
     for run in results["throughput"]:
         ok = run["ratio"] >= 0.8
-        name, value, cpu = run["variant"], run["ratio"], run["cpu_ratio"]
+        spread = ", ".join(f"{x:.2f}" for x in run["round_ratios"])
         print(
-            f"cluster / one Redis, {name}: throughput {value:.3f} ({verdict(ok)}: target >= 0.8),"
-            f" gateway CPU per hit {cpu:.3f}"
+            f"cluster / one Redis, {run['variant']}: throughput per process {run['ratio']:.3f}"
+            f" ({verdict(ok)}: target >= 0.8; rounds {spread}), gateway CPU per hit"
+            f" {run['cpu_ratio']:.3f}"
         )
+    epochs = results["cluster_epochs"]
+    if epochs[0] != epochs[1]:
+        print(f"WARNING: the cluster failed over during the rounds (epoch {epochs}): rerun")
     f = results["failover"]
     back = f["promotion_to_hits_s"]
     ok = f["status_5xx"] == 0 and f["wrong_answers"] == 0 and back is not None and back <= 10
@@ -337,11 +433,16 @@ def summary(results: dict[str, Any], args: argparse.Namespace) -> None:
         f"{f['replies']} replies, {f['status_5xx']} 5xx, {f['wrong_answers']} wrong; in the "
         f"window: {f['outcomes_in_window']} ({verdict(ok)})"
     )
+    print(results["meta"]["load_at_start"])
+    print(results["load_at_end"])
 
 
 def main() -> int:
     args = parse_args()
+    EXTRA_ENV.update(item.split("=", 1) for item in args.gateway_env)
     results: dict[str, Any] = {"meta": run_meta(args, "deja sim --speed 0 (SIMULATED)")}
+    print(pinning_note() + " Every redis-server is pinned there too.")
+    print(results["meta"]["load_at_start"])
 
     def body() -> None:
         node = RedisServer()
@@ -349,14 +450,21 @@ def main() -> int:
         cluster = LocalRedisCluster()
         try:
             cluster.start()
-            sim = start_sim("sim", cpu=None)
+            pids = redis_pids(node, cluster)
+            pin_backends(pids)
+            sim = start_sim("sim", cpu=LOADGEN_CPU)
             replica = f"http://{HOST}:{sim.port}"
-            urls = {"node": node.url, "cluster": cluster.url}
+            backends = {"node": (node.url, pids["node"]), "cluster": (cluster.url, pids["cluster"])}
+            epoch = cluster_epoch(cluster)
             results["throughput"] = [
-                throughput(args, replica, urls, "tier off", {"DEJA_REDIS_CLIENT_CACHE": "false"}),
-                throughput(args, replica, urls, "tier on", {}),
+                throughput(
+                    args, replica, backends, "tier off", {"DEJA_REDIS_CLIENT_CACHE": "false"}
+                ),
+                throughput(args, replica, backends, "tier on", {}),
             ]
+            results["cluster_epochs"] = [epoch, cluster_epoch(cluster)]
             results["failover"] = failover(args, replica, cluster)
+            results["load_at_end"] = load_note().replace("before start", "at the end")
             summary(results, args)
             RESULTS_DIR.mkdir(exist_ok=True)
             (RESULTS_DIR / "redis_cluster.json").write_text(

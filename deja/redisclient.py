@@ -28,11 +28,11 @@ from typing import TypeAlias
 from urllib.parse import urlsplit, urlunsplit
 
 import redis.asyncio as aioredis
-from redis.asyncio.cluster import RedisCluster
+from redis.asyncio.cluster import ClusterNode, PipelineCommand, RedisCluster
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
+from redis.exceptions import AskError, MovedError, RedisClusterException, RedisError, TryAgainError
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisClusterException, RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 log = logging.getLogger("deja.cache")
@@ -46,6 +46,15 @@ REDIS_ERRORS: tuple[type[BaseException], ...] = (
     OSError,
     TimeoutError,
 )
+#: A node's errors after which the slot map is read again (a master may have failed over).
+CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
+    RedisConnectionError,
+    RedisTimeoutError,
+    OSError,
+    TimeoutError,
+)
+#: Replies that name another node for a key's slot: asked again through the client.
+REDIRECTIONS = (MovedError, AskError, TryAgainError)
 #: A pooled connection idle this long is pinged before it carries a command.
 HEALTH_CHECK_SECONDS = 5
 NodeFactory: TypeAlias = Callable[[str, int], aioredis.Redis]
@@ -110,7 +119,7 @@ async def refresh_after(client: RedisClient) -> AsyncIterator[None]:
     single command's connection error (a pipeline's failure does not, with no retry)."""
     try:
         yield
-    except (RedisConnectionError, RedisTimeoutError, OSError, TimeoutError):
+    except CONNECTION_ERRORS:
         if isinstance(client, RedisCluster):
             client._initialize = True  # redis-py's own flag: initialize() on the next command
         raise
@@ -155,14 +164,72 @@ def node_clients(url: str, *, timeout: float, cluster: bool = False) -> NodeFact
 
 async def read_many(client: RedisClient, keys: Sequence[str | bytes]) -> list[object]:
     """The values of ``keys`` in one round trip per node: one ``MGET`` on a single node; on a
-    cluster a pipeline of ``GET``s, which the client splits by node and sends to all at once
-    (an ``MGET`` across slots is refused there). A cluster reply holds, for a key whose node
-    failed, that node's exception instead of a value; a single node raises."""
+    cluster one pipeline of ``GET``s per node, sent to all at once (an ``MGET`` across slots
+    is refused there). A cluster reply holds, for a key whose node failed (or whose slot no
+    master serves during a failover), that exception instead of a value; a single node
+    raises."""
     if not keys:
         return []
     if isinstance(client, RedisCluster):
-        async with refresh_after(client), client.pipeline(transaction=False) as pipe:
-            for key in keys:
-                pipe.get(key)
-            return list(await pipe.execute(raise_on_error=False))
+        return await _read_cluster(client, keys)
     return list(await client.mget(list(keys)))
+
+
+async def _read_cluster(client: RedisCluster, keys: Sequence[str | bytes]) -> list[object]:
+    """``read_many`` on a cluster: the keys grouped by the master of their slot (the client's
+    slot map), one pipeline per master, straight through that node's pool.
+
+    Not through redis-py's ``ClusterPipeline``: it resolves a routing policy, computes the
+    slot and looks up the node once per command with several awaits each, and records a
+    metric per node: about twice the CPU per key of this path (measured in docs/architecture.md,
+    "Redis Cluster"). A ``MOVED``/``ASK``/``TRYAGAIN`` reply (a slot that moved) is
+    asked again alone through the client, which follows the redirection and updates its slot
+    map, exactly as ``ClusterPipeline`` does."""
+    await client.initialize()  # reads the slot map only when flagged (start-up, a failure)
+    values: list[object] = [None] * len(keys)
+    nodes: dict[str, tuple[ClusterNode, list[int]]] = {}
+    for index, key in enumerate(keys):
+        try:
+            node = client.get_node_from_key(key)  # type: ignore[arg-type]
+        except RedisClusterException as exc:  # the slot has no master right now
+            values[index] = exc
+            continue
+        if node is not None:
+            nodes.setdefault(node.name, (node, []))[1].append(index)
+    groups = [_read_node(client, node, keys, indexes, values) for node, indexes in nodes.values()]
+    if len(groups) == 1:
+        await groups[0]
+    else:
+        await asyncio.gather(*groups)
+    for index, value in enumerate(values):
+        if isinstance(value, REDIRECTIONS):
+            try:
+                values[index] = await client.get(keys[index])
+            except REDIS_ERRORS as exc:
+                values[index] = exc
+    return values
+
+
+async def _read_node(
+    client: RedisCluster,
+    node: ClusterNode,
+    keys: Sequence[str | bytes],
+    indexes: list[int],
+    values: list[object],
+) -> None:
+    """One node's ``GET``s as one pipeline; their values (or errors) go into ``values``. A
+    connection that fails has the client read the slot map again before its next command
+    (a failover), as ``refresh_after`` does."""
+    commands = [PipelineCommand(n, "GET", keys[i]) for n, i in enumerate(indexes)]
+    try:
+        await node.execute_pipeline(commands)
+    except REDIS_ERRORS as exc:
+        if isinstance(exc, CONNECTION_ERRORS):
+            client._initialize = True  # redis-py's own flag: initialize() on the next command
+        for index in indexes:
+            values[index] = exc
+        return
+    for index, command in zip(indexes, commands, strict=True):
+        if isinstance(command.result, CONNECTION_ERRORS):
+            client._initialize = True
+        values[index] = command.result

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import operator
+from dataclasses import dataclass, fields
 from enum import StrEnum
 from typing import Any, Literal
 
@@ -104,26 +105,12 @@ class GatewayRequest:
 
     def for_request(self, request_id: str, deadline: float | None) -> GatewayRequest:
         """The same request under another request id and deadline: a byte-identical request
-        served from the request memo (``dataclasses.replace`` costs 8 µs; this, 0.5 µs)."""
-        return GatewayRequest(
-            endpoint=self.endpoint,
-            body=self.body,
-            raw=self.raw,
-            model=self.model,
-            stream=self.stream,
-            include_usage=self.include_usage,
-            cacheable=self.cacheable,
-            tenant=self.tenant,
-            policy=self.policy,
-            prefix_override=self.prefix_override,
-            namespace=self.namespace,
-            cache=self.cache,
-            tenant_threshold=self.tenant_threshold,
-            share_prefix_cache=self.share_prefix_cache,
-            request_id=request_id,
-            corpus=self.corpus,
-            context_id=self.context_id,
-            rag_on_failure=self.rag_on_failure,
-            corpus_filter=self.corpus_filter,
-            deadline=deadline,
-        )
+        served from the request memo (``dataclasses.replace`` costs 8 µs; this, 1.1 µs)."""
+        again = GatewayRequest(*_EVERY_FIELD(self))
+        again.request_id = request_id
+        again.deadline = deadline
+        return again
+
+
+#: Every field of a request in ``__init__``'s order: ``GatewayRequest(*_EVERY_FIELD(r))`` is a copy.
+_EVERY_FIELD = operator.attrgetter(*(f.name for f in fields(GatewayRequest)))

@@ -96,12 +96,26 @@ class LocalRedisCluster:
             cmd += [f"--{key}", str(value)]
         node.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and node.proc.poll() is None:
             with contextlib.suppress(redis.RedisError, OSError):
                 if node.client().ping():
                     return
             time.sleep(0.02)
         raise RuntimeError(f"redis-server on port {node.port} did not start")
+
+    def _first_launch(self, node: Node) -> None:
+        """Start a new node. A free port can be taken before redis-server binds it (another
+        process, or a client connection's own port): the node then exits, and starts again on
+        another free port (a restarted node keeps its port: it is the node's identity)."""
+        for _ in range(4):
+            try:
+                self._launch(node)
+                return
+            except RuntimeError:
+                if node.proc is None or node.proc.poll() is None:
+                    raise
+                node.port = _port_pair()
+        self._launch(node)
 
     def start(self) -> None:
         """Start the nodes and join them; on any failure stop what was started."""
@@ -113,7 +127,7 @@ class LocalRedisCluster:
 
     def _start(self) -> None:
         for node in self.nodes:
-            self._launch(node)
+            self._first_launch(node)
         cli = shutil.which("redis-cli")
         if cli is None:
             raise RuntimeError("redis-cli is not installed; `make test` installs redis-server")

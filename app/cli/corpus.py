@@ -1,5 +1,8 @@
 """``deja corpus``: ingest, list and remove the documents of a *running* gateway's corpora
-through its admin API (``/admin/corpora/…``), one HTTP request per file.
+through its admin API (``/admin/corpora/…``). ``ingest`` sends small files in groups (one
+``POST`` of up to ``BATCH_FILES`` files, so the gateway embeds and writes their chunks together)
+and a large file on its own (``PUT``); a group the gateway refuses as a whole is sent again file
+by file, so one bad file never stops the others.
 
 Exit codes as for the other admin commands (:mod:`app.cli.support`): 0 ok, 1 the gateway
 answered with an error or, for ``ingest``, at least one file failed (each is named with its
@@ -8,8 +11,9 @@ reason), 2 usage error, 3 gateway unreachable, 4 admin key rejected.
 
 from __future__ import annotations
 
+import base64
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -40,6 +44,12 @@ __all__ = ["corpus_group"]
 INGEST_TIMEOUT = 300.0
 #: Files above which a progress bar is shown.
 PROGRESS_MIN_FILES = 2
+#: A group of small files sent in one request: at most this many files, each at most
+#: ``BATCH_FILE_BYTES`` and ``BATCH_BYTES`` in all (a gateway takes a request body as large as
+#: one ``corpus_max_file_bytes`` file, 20 MiB by default); a larger file goes on its own.
+BATCH_FILES = 32
+BATCH_FILE_BYTES = 256 * 1024
+BATCH_BYTES = 2 * 1024 * 1024
 
 
 def _check_corpus(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
@@ -126,30 +136,103 @@ def ingest(
         kinds = ", ".join(sorted(EXTENSIONS))
         named = ", ".join(shown(path) for path in paths)
         raise RefusedError(f"no files to ingest ({kinds}) under {named}")
-    with _progress(files, show=len(files) >= PROGRESS_MIN_FILES and not as_json) as todo:
-        for document, file in todo:
-            lines.append(
-                _send(api, corpus, tenant, document, file, list(meta), dry_run, follow_symlinks)
-            )
+    with _progress(len(files), show=len(files) >= PROGRESS_MIN_FILES and not as_json) as done:
+        for batch in _batches(files):
+            lines += _send_batch(api, corpus, tenant, batch, list(meta), dry_run, follow_symlinks)
+            done(batch)
     if not api.emit({"tenant": tenant, "corpus": corpus, "files": lines}):
         _print_ingest(lines, corpus, dry_run)
     if any(line["status"] == "failed" for line in lines):
         sys.exit(EXIT_API_ERROR)
 
 
+Batch = list[tuple[str, Path]]
+
+
 @contextmanager
-def _progress(files: list[tuple[str, Path]], *, show: bool) -> Iterator[Iterable[tuple[str, Path]]]:
+def _progress(total: int, *, show: bool) -> Iterator[Callable[[Batch], None]]:
+    """A callback that moves the bar past a batch of files (a no-op without a bar)."""
     if not show:
-        yield files
+        yield lambda batch: None
         return
     with click.progressbar(
-        files,
-        label=f"ingesting {len(files)} files",
+        length=total,
+        label=f"ingesting {total} files",
         file=sys.stderr,
         show_pos=True,
-        item_show_func=lambda item: item[0] if item else None,
+        item_show_func=lambda item: item,
     ) as bar:
-        yield bar
+        yield lambda batch: bar.update(len(batch), batch[-1][0])
+
+
+def _size(file: Path) -> int:
+    try:
+        return file.stat().st_size
+    except OSError:
+        return BATCH_FILE_BYTES + 1  # sent on its own: the read names the error
+
+
+def _batches(files: Batch) -> Iterator[Batch]:
+    """``files`` in order, small ones in groups of at most ``BATCH_FILES`` and ``BATCH_BYTES``,
+    each larger one alone."""
+    group: Batch = []
+    total = 0
+    for item in files:
+        size = _size(item[1])
+        if size > BATCH_FILE_BYTES:
+            if group:
+                yield group
+            group, total = [], 0
+            yield [item]
+            continue
+        if group and (len(group) == BATCH_FILES or total + size > BATCH_BYTES):
+            yield group
+            group, total = [], 0
+        group.append(item)
+        total += size
+    if group:
+        yield group
+
+
+def _send_batch(
+    api: Api,
+    corpus: str,
+    tenant: str,
+    batch: Batch,
+    meta: list[str],
+    dry_run: bool,
+    follow_symlinks: bool,
+) -> list[dict[str, Any]]:
+    """The batch's report lines in order: one ``POST`` of the files that could be read, or
+    (one file, or a gateway that refused the request as a whole) one ``PUT`` per file."""
+    if len(batch) == 1:
+        return [_send(api, corpus, tenant, *batch[0], meta, dry_run, follow_symlinks)]
+    lines: dict[int, dict[str, Any]] = {}
+    entries: list[dict[str, Any]] = []
+    for i, (document, file) in enumerate(batch):
+        try:
+            data = read_document(file, follow_symlinks=follow_symlinks)
+        except OSError as exc:
+            reason = f"cannot read {file}: {exc.strerror or exc}"
+            lines[i] = {"document": document, "status": "failed", "reason": reason}
+            continue
+        encoded = base64.b64encode(data).decode()
+        entries.append(
+            {"document": document, "content_type": content_type_for(file), "data": encoded}
+        )
+    try:
+        sent = api.call(
+            "POST",
+            f"/admin/corpora/{quote(corpus)}/documents",
+            params={"tenant": tenant, "meta": meta, **({"dry_run": "true"} if dry_run else {})},
+            body={"files": entries},
+        )
+        answered = iter(sent["files"])
+        return [lines[i] if i in lines else next(answered) for i in range(len(batch))]
+    except (UnreachableError, AuthError):
+        raise
+    except (AdminError, KeyError, TypeError, StopIteration):
+        return [_send(api, corpus, tenant, d, f, meta, dry_run, follow_symlinks) for d, f in batch]
 
 
 def _send(

@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 import orjson
 
+from app.cli.options import setting_option
 from app.cli.support import BadSettings
 from config.settings import load_settings
 from deja.errors import ConfigError, DataDirInUseError, VerifierError
@@ -44,27 +45,11 @@ def main() -> None:
     envvar="DEJA_CONFIG",
     help="YAML settings file (env: DEJA_CONFIG). DEJA_* variables override it.",
 )
-@click.option("--host", default=None, help="Listen address (env: DEJA_HOST, default 127.0.0.1).")
-@click.option("--port", type=int, default=None, help="Listen port (env: DEJA_PORT, default 8080).")
-@click.option(
-    "--demo",
-    is_flag=True,
-    default=None,
-    help="With no replicas configured, start simulated vLLM replicas in-process (env: DEJA_DEMO).",
-)
-@click.option(
-    "--log-level",
-    type=click.Choice(["debug", "info", "warning", "error"]),
-    default=None,
-    help="Log level (env: DEJA_LOG_LEVEL, default info).",
-)
-@click.option(
-    "--workers",
-    type=click.IntRange(1, 64),
-    default=None,
-    help="Worker processes on one socket (env: DEJA_WORKERS, default 1). Above 1 needs "
-    "shared stores: DEJA_REDIS_URL, and DEJA_QDRANT_URL when the semantic layer is on.",
-)
+@setting_option("host")
+@setting_option("port")
+@setting_option("demo")
+@setting_option("log_level")
+@setting_option("workers")
 @click.option(
     "--print-config", is_flag=True, help="Print the effective config (secrets masked) and exit."
 )

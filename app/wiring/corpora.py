@@ -32,6 +32,7 @@ def corpus_settings(settings: Settings) -> CorpusSettings:
         max_file_bytes=settings.corpus_max_file_bytes,
         retrieval_timeout=settings.rag_retrieval_timeout_seconds,
         embed_batch=settings.corpus_embed_batch,
+        embed_threads=settings.corpus_embed_threads,
         max_pages=settings.corpus_max_pages,
         max_chunks=settings.corpus_max_chunks,
         parse_cpu_seconds=settings.corpus_parse_cpu_seconds,

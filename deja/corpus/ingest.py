@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import itertools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -89,23 +90,37 @@ async def parse_all(
     return found
 
 
-async def embed_texts(embedder: Embedder, texts: list[str], batch: int) -> list[list[float]]:
-    """``texts`` embedded in batches of ``batch``, each in a worker thread (request-path
-    embeddings interleave between batches)."""
+def split(texts: list[str], parts: int) -> list[list[str]]:
+    """``texts`` in at most ``parts`` contiguous, non-empty slices of near-equal length."""
+    parts = max(1, min(parts, len(texts)))
+    size, extra = divmod(len(texts), parts)
+    bounds = [i * size + min(i, extra) for i in range(parts + 1)]
+    return [texts[lo:hi] for lo, hi in itertools.pairwise(bounds)]
+
+
+async def embed_texts(
+    embedder: Embedder, texts: list[str], batch: int, threads: int = 1
+) -> list[list[float]]:
+    """``texts`` embedded in batches of ``batch``; a batch is split over ``threads`` worker
+    threads that embed at once (the embedder runs each text on its own, so a text's vector does
+    not depend on the split), and request-path embeddings interleave between batches."""
     vectors: list[list[float]] = []
     for start in range(0, len(texts), batch):
-        vectors.extend(await asyncio.to_thread(embedder.embed_batch, texts[start : start + batch]))
+        slices = split(texts[start : start + batch], threads)
+        done = await asyncio.gather(*(asyncio.to_thread(embedder.embed_batch, s) for s in slices))
+        for part in done:
+            vectors.extend(part)
     return vectors
 
 
 async def embed_pending(
-    embedder: Embedder, pending: list[Pending], batch: int
+    embedder: Embedder, pending: list[Pending], batch: int, threads: int = 1
 ) -> dict[str, FileReport]:
     """Set every pending file's vectors, in batches across files; the ``failed`` lines of the
     files the embedder refused (by document id) when the group as a whole failed."""
     texts = [p.text for item in pending for p in item.pieces]
     try:
-        vectors = await embed_texts(embedder, texts, batch)
+        vectors = await embed_texts(embedder, texts, batch, threads)
     except EmbedderError:
         return await _embed_one_by_one(embedder, pending, batch)
     at = 0

@@ -81,6 +81,7 @@ class CorpusSettings:
     max_file_bytes: int = 20 * 1024 * 1024
     retrieval_timeout: float = 1.0
     embed_batch: int = 32
+    embed_threads: int = 2
     #: Bounds of one document (issue 19): PDF pages, chunks, and the CPU seconds of the PDF
     #: parse, which runs in its own worker process (``deja.corpus.worker``).
     max_pages: int = 500
@@ -277,8 +278,9 @@ class Corpora:
                 lines[i] = FileReport(file.document, "failed", reason=result.message)
             else:
                 pending[i] = Pending(file, content_hash, current.get(file.document), *result)
+        s = self.settings
         refused = await embed_pending(
-            self.embedder, list(pending.values()), self.settings.embed_batch
+            self.embedder, list(pending.values()), s.embed_batch, s.embed_threads
         )
         for i, item in list(pending.items()):
             if item.file.document in refused:

@@ -42,17 +42,23 @@ class AccessLog:
         status: int,
         seconds: float,
         reason: str = "",
-        **fields: Any,
+        model: str | None = None,
+        similarity: float | None = None,
+        entry: str | None = None,
+        replica: str | None = None,
     ) -> None:
-        """One request's line: the fields every route writes, then its own (model, entry,
-        replica, similarity …), then ``reason`` when there is one."""
+        """One request's line, the same keys on every route (null where a route has no such
+        thing: a rejected request has no model yet), then ``reason`` when there is one."""
         line: dict[str, Any] = {
             "ts": round(time.time(), 3),
             "request_id": request_id,
             "tenant": tenant,
             "route": route,
-            **fields,
+            "model": model,
             "outcome": outcome,
+            "similarity": similarity,
+            "entry": entry,
+            "replica": replica,
             "status": status,
             "latency_ms": round(seconds * 1000, 3),
         }

@@ -110,14 +110,15 @@ class FlightStep:
 
     async def remote_answer(self, entry_id: str, lock: FlightLock) -> CachedAnswer | None:
         """Another process leads: poll the shared exact store until its answer is there, or
-        its lock is gone (it finished without a cacheable answer, or died)."""
+        its lock is gone (it finished without a cacheable answer, or died). The lock is looked
+        at before the store is read: the leader stores before it unlocks, so a read that
+        follows a lock seen gone finds the answer if there is one."""
         while True:
+            held = await lock.held(entry_id)
             try:
                 answer = await self.exact.get(entry_id)
             except CacheUnavailableError:
                 return None
-            if answer is not None:
+            if answer is not None or not held:
                 return answer
-            if not await lock.held(entry_id):
-                return None
             await asyncio.sleep(REMOTE_POLL_SECONDS)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -26,10 +27,17 @@ SETTINGS: dict[str, Any] = {
     "semantic_timeout_seconds": 5.0,
 }
 
-#: A cached question and a close one the shipped verifier rejects at the default target:
-#: "ascending" and "descending" score ≈ 0.74 against τ ≈ 0.85 for precision 0.92.
+#: A cached question, and close ones the shipped verifier rejects at the default target.
+#: Which of them lands within the near-miss margin under some cut-off depends on the CPU: the
+#: int8 verifier's and embedder's scores move with the instruction set (AVX2 against
+#: AVX-512 VNNI), so ``make_near_miss`` takes the first that does.
 CACHED = "How do I sort a list in ascending order?"
-CLOSE = "How do I sort a list in ascending order quickly?"
+CLOSE_CANDIDATES = (
+    "How do I sort a list in ascending order quickly?",
+    "How do I sort a list into ascending order?",
+    "How to sort a list ascending?",
+    "What is the best way to sort a list in ascending order?",
+)
 
 
 class Env:
@@ -88,25 +96,36 @@ class Env:
         await self.http.aclose()
 
 
-async def make_near_miss(env: Env, system: str) -> tuple[float, float]:
-    """Cache ``CACHED``, then ask ``CLOSE`` (not stored) under a precision target whose cut-off
-    lies just above the verifier's score for the pair: a near miss against τ, made with the
-    real verifier and calibration table. Returns (score, τ); the caller restores the target
-    with ``restore_precision``."""
+@dataclass(frozen=True)
+class NearMiss:
+    question: str
+    score: float
+    tau: float
+
+
+async def make_near_miss(env: Env, system: str) -> NearMiss:
+    """Cache ``CACHED``, then ask close questions (not stored) until one scores a miss with a
+    cut-off of the table just above it (within 0.1), and set the precision target of that
+    cut-off: a near miss against τ, made with the real verifier and calibration table. The
+    caller restores the target with ``restore_precision``."""
     await env.ask(CACHED, system)
-    probe = await env.ask(CLOSE, system, no_store=True)
-    assert probe.headers["x-deja-cache"] == "miss"
-    score = float(probe.headers["x-deja-verifier-score"])
     semantic = await env.admin("GET", "/admin/semantic")
     rows = [r for r in semantic["calibration"]["table"] if r["tau"] is not None]
-    target, tau = min(
-        ((r["precision"], r["tau"]) for r in rows if r["tau"] > score), key=lambda r: r[1]
-    )
-    assert tau - score < 0.1, "the table has no cut-off within the near-miss margin of this pair"
+    scores = {}
+    for question in CLOSE_CANDIDATES:
+        probe = await env.ask(question, system, no_store=True)
+        assert probe.headers["x-deja-cache"] == "miss"
+        score = scores[question] = float(probe.headers["x-deja-verifier-score"])
+        above = [(r["tau"], r["precision"]) for r in rows if r["tau"] > score]
+        if above and min(above)[0] - score < 0.1:
+            tau, target = min(above)
+            break
+    else:
+        raise AssertionError(f"no close question within 0.1 under a cut-off: {scores}")
     await env.admin("PUT", "/admin/threshold", json={"precision": {"global": target}})
-    again = await env.ask(CLOSE, system, no_store=True)
+    again = await env.ask(question, system, no_store=True)
     assert again.headers["x-deja-cache"] == "miss"
-    return score, tau
+    return NearMiss(question, score, tau)
 
 
 async def restore_precision(env: Env, value: float = 0.92) -> None:

@@ -24,7 +24,6 @@ from sim.runner import SimCluster
 from tests.e2e.console_support import (
     ADMIN_KEY,
     CACHED,
-    CLOSE,
     SETTINGS,
     Env,
     make_near_miss,
@@ -274,13 +273,13 @@ async def test_the_near_miss_browser_shows_what_a_miss_nearly_matched(
 ) -> None:
     system = env.scope()
     try:
-        await make_near_miss(env, system)
+        made = await make_near_miss(env, system)
     finally:
         await restore_precision(env)
     await signed_in(console, "entries/near-misses")
     page = console.page
-    near = page.locator("#near-misses article.near", has_text=CLOSE).first
-    await expect(near.locator(".asked")).to_have_text(CLOSE)
+    near = page.locator("#near-misses article.near", has_text=made.question).first
+    await expect(near.locator(".asked")).to_have_text(made.question)
     await expect(near.locator(".cached")).to_have_text(CACHED)
     await expect(near.locator(".gap")).to_contain_text("τ")
     await console.shot("entries-near-misses")

@@ -19,7 +19,6 @@ from sim.runner import SimCluster
 from tests.e2e.console_support import (
     ADMIN,
     CACHED,
-    CLOSE,
     SETTINGS,
     Env,
     make_near_miss,
@@ -155,15 +154,15 @@ async def test_lookups_near_misses_and_the_theta_preview(env: Env) -> None:
     hit = await env.ask("How can I reset my password?", system)
     assert hit.headers["x-deja-cache"] == "semantic"
     try:
-        score, tau = await make_near_miss(env, system)
+        made = await make_near_miss(env, system)
         near = await env.admin("GET", "/admin/semantic/near-misses")
-        mine = [m for m in near["near_misses"] if m["question"] == CLOSE]
+        mine = [m for m in near["near_misses"] if m["question"] == made.question]
         assert mine, near
         assert mine[0]["cached_question"] == CACHED and mine[0]["cut"] == "tau"
-        assert mine[0]["score"] == pytest.approx(score, abs=1e-4)
-        assert mine[0]["cutoff"] == pytest.approx(tau, abs=1e-4)
+        assert mine[0]["score"] == pytest.approx(made.score, abs=1e-4)
+        assert mine[0]["cutoff"] == pytest.approx(made.tau, abs=1e-4)
         tight = await env.admin("GET", "/admin/semantic/near-misses", params={"margin": 1e-6})
-        assert CLOSE not in [m["question"] for m in tight["near_misses"]]
+        assert made.question not in [m["question"] for m in tight["near_misses"]]
     finally:
         await restore_precision(env)
     lookups = await env.admin("GET", "/admin/semantic/lookups")

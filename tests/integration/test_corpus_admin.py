@@ -4,6 +4,7 @@ ONNX embedder, Qdrant Edge under its data dir), and the start-up preload."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import os
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -15,6 +16,7 @@ import yaml
 from click.testing import CliRunner, Result
 
 from app.cli.main import main
+from app.cli.support import Api
 from deja.tenancy.keyring import key_hash
 from tests.pdfs import encrypt_pdf, make_pdf
 
@@ -272,3 +274,74 @@ async def test_api_refuses_undecodable_and_bidi_document_ids(gw: Gw, path: str, 
     response = await put(gw, path, GUIDE)
     assert response.status_code == 400, response.text
     assert why in error_of(response)["message"]
+
+
+def entry(document: str, data: bytes, ctype: str | None = "text/plain") -> dict[str, Any]:
+    return {"document": document, "content_type": ctype, "data": base64.b64encode(data).decode()}
+
+
+async def test_batch_post_reports_each_file_in_order_and_one_bad_file_fails_alone(gw: Gw) -> None:
+    files = [
+        entry("b/one.txt", b"The lighthouse keeper lit the lamp at dusk."),
+        {"document": "b/bad64.txt", "data": "not base64!"},
+        entry("b/locked.pdf", encrypt_pdf(make_pdf([["x"]]), "pw"), None),
+        entry("b/big.md", b"# Big\n\n" + b"word " * 4000),
+        entry("/etc/passwd", b"x"),
+        entry("b/two.md", GUIDE, "text/markdown"),
+    ]
+    response = await gw.http.post(DOCS, params={"tenant": "alpha"}, json={"files": files})
+    assert response.status_code == 200, response.text
+    lines = response.json()["files"]
+    assert [(line["document"], line["status"]) for line in lines] == [
+        ("b/one.txt", "added"),
+        ("b/bad64.txt", "failed"),
+        ("b/locked.pdf", "failed"),
+        ("b/big.md", "failed"),
+        ("/etc/passwd", "failed"),
+        ("b/two.md", "added"),
+    ]
+    assert lines[1]["reason"] == "data is not base64"
+    assert "encrypted" in lines[2]["reason"] and "8192-byte limit" in lines[3]["reason"]
+    again = await gw.http.post(DOCS, params={"tenant": "alpha"}, json={"files": [files[0]]})
+    assert again.json()["files"][0]["status"] == "unchanged"
+    docs = (await gw.http.get(DOCS, params={"tenant": "alpha"})).json()["documents"]
+    assert {"b/one.txt", "b/two.md"} <= {d["document"] for d in docs}
+    shape = await gw.http.post(DOCS, params={"tenant": "alpha"}, json={"documents": []})
+    assert shape.status_code == 400 and error_of(shape)["param"] == "body"
+
+
+async def test_cli_sends_small_files_in_groups_and_falls_back_to_one_by_one(
+    gw: Gw, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """41 small files go as two POSTs (32 + 9, one holding an encrypted PDF that fails alone);
+    a group over the gateway's body limit (corpus_max_file_bytes 8192 here) is refused whole
+    and sent again file by file."""
+    methods: list[str] = []
+    call = Api.call
+
+    def counted(self: Api, method: str, path: str, **kw: Any) -> Any:
+        methods.append(method)
+        return call(self, method, path, **kw)
+
+    monkeypatch.setattr(Api, "call", counted)
+    small = tmp_path / "small"
+    small.mkdir()
+    for i in range(40):
+        (small / f"p{i:02}.txt").write_text(f"Page {i} is about topic number {i}.")
+    (small / "p07.pdf").write_bytes(encrypt_pdf(make_pdf([["x"]]), "pw"))
+    args = ("--corpus", "kb-batch", "--tenant", "alpha", "--root", str(small))
+    first = await cli(gw, "ingest", str(small), *args)
+    assert first.exit_code == 1, first.output
+    assert "kb-batch: 41 files (40 added, 0 updated, 0 unchanged, 1 failed)" in first.output
+    assert "failed     p07.pdf: the PDF is encrypted" in first.output
+    assert methods == ["POST", "POST"]  # 32 + 9 files
+
+    large = tmp_path / "large"
+    large.mkdir()
+    for i in range(20):  # 20 x 6 KB: under the file limit, over the batch body limit together
+        (large / f"l{i:02}.md").write_text(f"# L{i}\n\n" + f"line {i} " * 700)
+    args = ("--corpus", "kb-batch2", "--tenant", "alpha", "--root", str(large))
+    second = await cli(gw, "ingest", str(large), *args)
+    assert second.exit_code == 0, second.output
+    assert "kb-batch2: 20 files (20 added, 0 updated, 0 unchanged, 0 failed)" in second.output
+    assert methods[2:] == ["POST"] + ["PUT"] * 20  # refused as a whole (413), then one by one

@@ -250,3 +250,24 @@ async def test_st_embedder_loads_offline_and_runs_off_the_loop(
     await embedder.close()
     with pytest.raises(EmbedderError):
         await embedder.embed("abc")
+
+
+def test_derived_model_drops_the_nan_guards_and_keeps_every_vector(
+    cache_dir: Path, embedder: OnnxEmbedder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The softmax NaN guards are gone from the derived graph, and a model derived with them
+    gives the same vectors bit for bit (texts of one token to past 256)."""
+    import onnx
+
+    derived = onnx.load(str(derived_model_path(cache_dir, source_model_path())))
+    assert not [n for n in derived.graph.node if n.op_type == "IsNaN"]
+    monkeypatch.setattr(onnx_derive, "drop_nan_guards", lambda graph: 0)
+    guarded_path = tmp_path / "guarded.onnx"
+    tokenizer = load_tokenizer()
+    onnx_derive.derive_dynint8(source_model_path(), guarded_path, tokenizer)
+    guarded = onnx.load(str(guarded_path))
+    assert len([n for n in guarded.graph.node if n.op_type == "IsNaN"]) == 6  # one per layer
+    with_guards = onnx_derive.Encoder(onnx_derive.make_session(guarded_path), tokenizer)
+    assert np.array_equal(
+        with_guards.each([*TEXTS, ""]), np.asarray(embedder.embed_batch([*TEXTS, ""]))
+    )

@@ -18,15 +18,16 @@ from typing import Any
 
 import httpx
 import pytest
-from redis.asyncio.cluster import RedisCluster
+from redis.asyncio.cluster import ClusterNode, RedisCluster
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 from deja.cache.exact.redis import KEY_PREFIX, RedisExactStore
 from deja.cache.exact.tracking import cluster_masters
-from deja.redisclient import connect_redis
+from deja.redisclient import connect_redis, read_many
 from sim.runner import SimCluster
 from tests.integration.test_redis_store import answer, local, tracked_store, until
 from tests.rediscluster import LocalRedisCluster
-from tests.support import SIM_MODEL
+from tests.support import SIM_MODEL, free_port
 
 pytestmark = pytest.mark.integration
 
@@ -68,6 +69,102 @@ async def test_entries_spread_over_every_master_and_a_scan_sees_them_all(
     finally:
         await store.close()
         await client.aclose()
+
+
+@contextlib.asynccontextmanager
+async def spread_keys(url: str, count: int = 30) -> AsyncIterator[tuple[RedisCluster, list[str]]]:
+    """A cluster client and ``count`` keys set to their own names, on every master."""
+    client = connect_redis(url, timeout=1.0)
+    assert isinstance(client, RedisCluster)
+    keys = [f"{KEY_PREFIX}read-{uuid.uuid4().hex}" for _ in range(count)]
+    try:
+        for key in keys:
+            await client.set(key, key, ex=60)
+        yield client, keys
+    finally:
+        await client.delete(*keys)
+        await client.aclose()
+
+
+async def test_read_many_returns_every_masters_values_in_order(
+    redis_cluster: LocalRedisCluster,
+) -> None:
+    """One pipeline per master, the values back in the keys' order, None for a missing key,
+    a repeated key answered twice."""
+    async with spread_keys(redis_cluster.url) as (client, keys):
+        assert len({redis_cluster.master_of(k).port for k in keys}) == 3
+        missing = f"{KEY_PREFIX}missing-{uuid.uuid4().hex}"
+        asked = [*reversed(keys), missing, keys[0]]
+        values = await read_many(client, asked)
+        assert values == [*(k.encode() for k in reversed(keys)), None, keys[0].encode()]
+
+
+async def test_read_many_follows_a_moved_slot(redis_cluster: LocalRedisCluster) -> None:
+    """A slot map that names the wrong master for a key (a slot moved since it was read):
+    that node answers MOVED, the key is asked again through the client, which follows the
+    redirection; every value is right."""
+    async with spread_keys(redis_cluster.url) as (client, keys):
+        victim = keys[0]
+        slot = client.keyslot(victim)
+        right = client.get_node_from_key(victim)
+        assert right is not None
+        wrong = next(n for n in client.get_primaries() if n.name != right.name)
+        client.nodes_manager.slots_cache[slot] = [wrong]
+        values = await read_many(client, keys)
+        assert values == [k.encode() for k in keys]
+        fixed = client.get_node_from_key(victim)
+        assert fixed is not None and fixed.name == right.name  # the map was corrected
+
+
+async def test_a_failed_node_fails_only_its_own_keys_and_the_map_is_read_again(
+    redis_cluster: LocalRedisCluster,
+) -> None:
+    """A master whose connection fails (here: the slot map points one master's slots at a
+    closed port) fails its keys alone, with the connection error; the other masters' keys get
+    their values, and the client reads the slot map again before its next command."""
+    async with spread_keys(redis_cluster.url) as (client, keys):
+        lost = client.get_node_from_key(keys[0])
+        assert lost is not None
+        dead = ClusterNode("127.0.0.1", free_port(), socket_connect_timeout=0.5)
+        for slot, serving in client.nodes_manager.slots_cache.items():
+            if serving[0].name == lost.name:
+                client.nodes_manager.slots_cache[slot] = [dead]
+        on_lost = {k for k in keys if redis_cluster.master_of(k).port == lost.port}
+        try:
+            values = await read_many(client, keys)
+        finally:
+            await dead.disconnect()
+        for key, value in zip(keys, values, strict=True):
+            if key in on_lost:
+                assert isinstance(value, RedisConnectionError | OSError), value
+            else:
+                assert value == key.encode()
+        assert client._initialize  # the next command reads the slot map first ...
+        assert await read_many(client, keys) == [k.encode() for k in keys]  # ... and works
+
+
+async def test_masters_slower_than_the_client_timeout_leave_the_tier_live(
+    redis_cluster: LocalRedisCluster,
+) -> None:
+    """Every master paused for 1.5 s (``CLIENT PAUSE``): the watch's ``CLUSTER NODES`` read
+    times out (the client's 0.5 s), yet the tier stays live and keeps its copies: a slow read
+    is tried again, and only ``DEAD_AFTER`` (3 s) without an answer drops the tier."""
+    key = uuid.uuid4().hex
+    async with tracked_store(redis_cluster.url) as store:
+        tier = store.tracking
+        assert tier is not None
+        await store.set(key, answer(key), ttl=60)
+        assert await store.get(key) == answer(key) and local(store, key) is not None
+        generation = tier._generation
+        for master in redis_cluster.masters():
+            master.client().execute_command("CLIENT", "PAUSE", "1500", "ALL")
+        seen_live = []
+        for _ in range(30):  # through the pause and two more watch reads
+            seen_live.append(tier.live)
+            await asyncio.sleep(0.1)
+        assert all(seen_live)
+        assert tier._generation == generation  # never dropped
+        assert local(store, key) == answer(key)
 
 
 async def test_a_graceful_failover_drops_the_tier_and_it_follows_the_new_master(

@@ -22,6 +22,27 @@ def chat(text: str) -> dict[str, Any]:
     return {"model": SIM_MODEL, "messages": [{"role": "user", "content": text}]}
 
 
+#: Time-dependent questions the temporal rules do not catch. The classifier's probability for
+#: each sits close to its threshold and moves with the CPU's int8 kernels (AVX2 against AVX-512
+#: VNNI), so the test takes the first that this gateway's classifier flags.
+CLASSIFIER_ONLY = (
+    "Is there a queue at the DMV?",
+    "Are there delays on the subway?",
+    "Is there a long wait at the DMV?",
+    "How busy is the DMV?",
+)
+
+
+async def classifier_only(gateway: Any) -> str:
+    step = gateway.semantic_step
+    classifier = step.checks.classifier
+    for question in CLASSIFIER_ONLY:
+        assert TemporalDetector().check(question) is None  # the classifier's, not the rules'
+        if classifier.volatile(await gateway.semantic.embedder.embed(question)):
+            return question
+    raise AssertionError(f"the temporal classifier flags none of {CLASSIFIER_ONLY}")
+
+
 async def test_a_timed_out_lookup_still_classifies_and_indexes(
     sims: SimCluster, make_gateway: Any
 ) -> None:
@@ -34,8 +55,7 @@ async def test_a_timed_out_lookup_still_classifies_and_indexes(
         httpx.AsyncClient(base_url=url, timeout=30) as http,
     ):
         gateway = app.state.gateway
-        question = "Is there a queue at the DMV?"
-        assert TemporalDetector().check(question) is None  # the classifier's, not the rules'
+        question = await classifier_only(gateway)
         volatile = chat(question)
         for _ in range(2):
             reply = await http.post("/v1/chat/completions", json=volatile)

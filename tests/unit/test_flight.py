@@ -140,3 +140,40 @@ async def test_the_cross_process_lock_is_held_until_the_answer_is_stored() -> No
     flight = Flight("k")
     await step.lead(cast(Any, None), Lookup(Outcome.MISS, "k"), flight)
     assert events == ["stored", "released"]
+
+
+async def test_a_poller_that_sees_the_lock_gone_still_finds_an_answer_stored_before_it() -> None:
+    # The other process stores its answer and unlocks between this poller's read of the store
+    # and its look at the lock: the poller must serve that answer, not lead a second call.
+    answer = cast(Any, object())
+    state = {"stored": False, "locked": True}
+
+    class Exact:
+        async def get(self, entry_id: str) -> object:
+            found = answer if state["stored"] else None
+            state["stored"], state["locked"] = True, False  # meanwhile: stored, then unlocked
+            return found
+
+    class Lock:
+        async def held(self, entry_id: str) -> bool:
+            return bool(state["locked"])
+
+    step = FlightStep(cast(Any, None), Flights(), cast(Any, Exact()), cast(Any, None))
+    assert await step.remote_answer("k", cast(Any, Lock())) is answer
+
+
+async def test_a_poller_gives_up_when_the_lock_goes_without_an_answer() -> None:
+    class Exact:
+        async def get(self, entry_id: str) -> None:
+            return None
+
+    class Lock:
+        calls = 0
+
+        async def held(self, entry_id: str) -> bool:
+            Lock.calls += 1
+            return Lock.calls < 3
+
+    step = FlightStep(cast(Any, None), Flights(), cast(Any, Exact()), cast(Any, None))
+    assert await step.remote_answer("k", cast(Any, Lock())) is None
+    assert Lock.calls == 3

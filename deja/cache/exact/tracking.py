@@ -27,7 +27,9 @@ resharding) drops the tier and subscribes again on the new set. A master that di
 subscription at once, so the tier is off from that moment; a graceful hand-over (``CLUSTER
 FAILOVER``) keeps the old master's connection open, so there another process's write to the new
 master can go unseen for up to one ``PING_SECONDS`` (the copies read meanwhile are dropped when
-the change is seen). That window is documented in docs/architecture.md.
+the change is seen), or up to ``DEAD_AFTER`` while the ``CLUSTER NODES`` reads fail (a read that
+fails is tried again each second; after ``DEAD_AFTER`` without an answer the tier is dropped).
+That window is documented in docs/architecture.md.
 
 Measured (bench/exact_stores.py): the local tier is what brings a Redis-backed exact hit to
 the in-process store's speed; without it every hit is a network round trip.
@@ -45,10 +47,11 @@ from typing import Any
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import RedisClusterException
 
 from deja.cache.entry import CachedAnswer
 from deja.cache.exact.memory import MemoryExactStore
-from deja.redisclient import REDIS_ERRORS, NodeFactory, RedisClient
+from deja.redisclient import CONNECTION_ERRORS, REDIS_ERRORS, NodeFactory, RedisClient
 
 log = logging.getLogger("deja.cache")
 
@@ -208,10 +211,23 @@ class TrackedTier:
                 await _close_within(client.aclose())
 
     async def _watch_masters(self, cluster: RedisCluster, masters: set[tuple[str, int]]) -> None:
+        """Every ``PING_SECONDS``, the masters as the cluster reports them: a change (or slots
+        left uncovered) ends the subscription at once. A read that fails (the client's short
+        per-command timeout on a loaded machine, a node that does not answer) is tried again
+        the next second; only when none has succeeded for ``DEAD_AFTER`` does the watch give
+        up, the same patience as the subscriptions' pings. One slow read used to drop the
+        whole tier, and every hit read Redis until it was subscribed and filled again."""
+        answered = time.monotonic()
         while True:
             await asyncio.sleep(PING_SECONDS)
-            async with asyncio.timeout(DEAD_AFTER):
-                now = await cluster_masters(cluster)
+            try:
+                async with asyncio.timeout(DEAD_AFTER):
+                    now = await cluster_masters(cluster)
+            except CONNECTION_ERRORS:
+                if time.monotonic() - answered >= DEAD_AFTER:
+                    raise
+                continue
+            answered = time.monotonic()
             if now != masters:
                 raise RedisConnectionError(f"the cluster's masters changed: {sorted(now)}")
 
@@ -284,7 +300,7 @@ async def cluster_masters(cluster: RedisCluster) -> set[tuple[str, int]]:
             found.add((host, int(port.partition("@")[0])))
             covered += sum(int(end) - int(start) + 1 for start, end in slots)
     if covered < CLUSTER_SLOTS:
-        raise RedisConnectionError(f"the cluster's masters serve {covered} of its slots")
+        raise RedisClusterException(f"the cluster's masters serve {covered} of its slots")
     return found
 
 

@@ -30,7 +30,8 @@ from deja.files import file_sha256
 log = logging.getLogger("deja.embedder")
 
 #: Names the derivation recipe in the cache file name: change it whenever the derivation does.
-RECIPE = "pc1"
+#: pc2: pc1 without the softmax NaN guards (same vectors, bit for bit; ~9% less CPU a chunk).
+RECIPE = "pc2"
 _PROBE_KEY = "deja.probe"
 #: A derived model must stay this close (cosine) to the source model on every probe text. On
 #: this recipe the worst of 2,000 Quora questions is 0.985; CPUs whose int8 kernels saturate
@@ -144,6 +145,36 @@ def _fold_int8_matmul_weights(graph: Any) -> int:
     return len(folded)
 
 
+def drop_nan_guards(graph: Any) -> int:
+    """Remove the exporter's ``Where(IsNaN(p), 0, p)`` after each attention softmax: it only
+    acts on a fully masked row, which a text of at least one token (``[CLS]``) never has, so
+    the vectors stay bit for bit the same, and the two ops cost ~9% of a 150-token run.
+    Returns how many guards were removed."""
+    producer = {out: node for node in graph.node for out in node.output}
+    replaced: dict[str, str] = {}
+    dropped: list[Any] = []
+    for node in graph.node:
+        if node.op_type != "Where" or len(node.input) != 3:
+            continue
+        test = producer.get(node.input[0])
+        probs = producer.get(node.input[2])
+        if test is None or test.op_type != "IsNaN" or test.input[0] != node.input[2]:
+            continue
+        if probs is None or probs.op_type != "Softmax":
+            continue
+        replaced[node.output[0]] = node.input[2]
+        dropped += [node, test]
+    outputs = {out.name for out in graph.output}
+    if outputs & set(replaced):
+        return 0  # a guard's result is a graph output: leave the graph as it is
+    for node in dropped:
+        graph.node.remove(node)
+    for node in graph.node:
+        for i, name in enumerate(node.input):
+            node.input[i] = replaced.get(name, name)
+    return len(replaced)
+
+
 @contextmanager
 def _quiet_quantiser() -> Iterator[None]:
     # The quantiser logs on the root logger: an INFO line per skipped tensor and, on every
@@ -160,10 +191,11 @@ def _quiet_quantiser() -> Iterator[None]:
 
 
 def derive_dynint8(source: Path, dest: Path, tokenizer: Tokenizer) -> float:
-    """Write ``dest``: ``source`` with its MatMul weights folded to fp32 and re-quantised by
-    ONNX Runtime's dynamic int8 quantisation (per output channel). The file carries the source
-    model's vectors of a few probe texts, and is only written if it reproduces them (cosine
-    >= 0.97) on this CPU. Written atomically. Returns the worst probe cosine."""
+    """Write ``dest``: ``source`` with its MatMul weights folded to fp32, its softmax NaN
+    guards removed, and re-quantised by ONNX Runtime's dynamic int8 quantisation (per output
+    channel). The file carries the source model's vectors of a few probe texts, and is only
+    written if it reproduces them (cosine >= 0.97) on this CPU. Written atomically. Returns
+    the worst probe cosine."""
     try:
         import onnx
         from onnxruntime.quantization import (  # type: ignore[import-untyped]
@@ -177,6 +209,7 @@ def derive_dynint8(source: Path, dest: Path, tokenizer: Tokenizer) -> float:
     model = onnx.load(str(source))
     if _fold_int8_matmul_weights(model.graph) == 0:
         raise DerivationError(f"{source} has no int8 MatMul weights of a known form")
+    drop_nan_guards(model.graph)
     dest.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=dest.parent, prefix=".derive-") as work:
         folded, quantised, final = (Path(work) / n for n in ("fp32.onnx", "q.onnx", "out.onnx"))
