@@ -129,6 +129,9 @@ class Replica:
     #: Its concurrency as exported (``max_num_seqs`` label) or learned from the scrapes.
     max_num_seqs: int | None = None
     max_num_seqs_learned: bool = False
+    #: The most requests a scrape found it running: a lower bound of its batch, known long
+    #: before a saturated scrape teaches ``max_num_seqs``.
+    running_seen: int = 0
 
     @property
     def name(self) -> str:
@@ -150,6 +153,7 @@ class Replica:
         caught running *above* the learned value raised it, and the gateway's own limit kept
         it from ever running more: a replica with ``--max-num-seqs 16`` learned as 6 stayed
         there for 600 streams, since under churn a scrape rarely finds every slot taken.)"""
+        self.running_seen = max(self.running_seen, int(m.running))
         if m.max_num_seqs is not None:
             self.max_num_seqs, self.max_num_seqs_learned = m.max_num_seqs, False
             return

@@ -291,6 +291,13 @@ def test_a_holder_batches_up_to_its_known_max_num_seqs_and_spills_past_it() -> N
     r0.max_num_seqs = 4  # its batch, from the scrape: a fourth request runs at once there
     order, tokens, why = kv.order([r0, r1, r2, r3], blocks, loads, 0.25, 3.0, 1.0)
     assert order[0] is r0 and why == "resident" and tokens == 48
+    r0.max_num_seqs = None  # not learned yet: a scrape that found it running 4 is enough
+    from deja.upstream.pool import ReplicaMetrics
+
+    r0.learn_capacity(ReplicaMetrics(running=4.0))
+    assert r0.running_seen == 4 and r0.max_num_seqs is None
+    order, _, why = kv.order([r0, r1, r2, r3], blocks, loads, 0.25, 3.0, 1.5)
+    assert order[0] is r0 and why == "resident"
     loads[r0.url] = 4  # a full batch: the bounded load holds again
     order, _, why = kv.order([r0, r1, r2, r3], blocks, loads, 0.25, 3.0, 2.0)
     assert order[0] is not r0 and why == "spill"

@@ -9,7 +9,8 @@ then asks :meth:`KVRouting.order`:
 1. every usable replica's resident prefix ``h_r`` (blocks, from its KV index) and its
    bounded-load capacity ``c_r = ceil((1 + ε)(T + 1) w_r / W)`` (as :mod:`deja.upstream.ring`),
    for a replica that holds at least half of the prompt never below its batch: its
-   ``max_num_seqs`` where the scrape knows it (exported or learned), and never below
+   ``max_num_seqs`` where the scrape knows it (exported or learned), else the most requests a
+   scrape found it running (``running_seen``: it has run that many at once), and never below
    ``kv_route_min_capacity`` (a shared system prompt that every replica holds does not
    count). With T + 1 under the replica count the bound is 1, and a replica batching one
    request would send the next one that it holds to a full prefill elsewhere (the ring's
@@ -177,7 +178,8 @@ class KVRouting:
             cap = math.ceil(scale * replica.weight - _CEIL_SLACK) if math.isfinite(scale) else 0
             if cap and 2 * hit * blocks.block_size >= blocks.prompt_tokens:
                 # it holds most of the prompt: up to its batch, it runs the request at once
-                cap = max(cap, self.min_capacity, replica.max_num_seqs or 0)
+                batch = max(replica.max_num_seqs or 0, replica.running_seen)
+                cap = max(cap, self.min_capacity, batch)
             load = loads.get(replica.url, 0)
             share = hit * blocks.block_size / max(blocks.prompt_tokens, 1)
             metrics = replica.metrics
