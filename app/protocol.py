@@ -52,6 +52,52 @@ def connection_cap(wanted: int, soft_limit: int) -> int:
     return max(16, min(wanted, soft_limit - FD_RESERVE))
 
 
+class Waiting:
+    """One server's connections waiting for a request's headers, oldest first (a dict keeps
+    insertion order, so eviction at the cap is O(1) however many slow clients churn), and
+    the one timer that closes those past the deadline. One timer per server, not one per
+    request: a keep-alive exact hit arms none (``loop.call_later`` and its cancel were ~5%
+    of the CPU of a hit); a slow client is closed between ``timeout`` and ``timeout`` plus
+    ``SWEEP_SHARE`` of it after it started waiting."""
+
+    #: The sweep runs every this share of the header deadline (at most once a second).
+    SWEEP_SHARE = 0.25
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, timeout: float) -> None:
+        self.loop = loop
+        self.timeout = timeout
+        self.every = min(1.0, timeout * self.SWEEP_SHARE)
+        self.since: dict[GuardedProtocol, float] = {}
+        self._timer: asyncio.TimerHandle | None = None
+
+    def add(self, protocol: GuardedProtocol) -> None:
+        since = self.since
+        since.pop(protocol, None)
+        since[protocol] = time.monotonic()
+        if self._timer is None:
+            self._timer = self.loop.call_later(self.every, self._sweep)
+
+    def remove(self, protocol: GuardedProtocol) -> None:
+        self.since.pop(protocol, None)
+
+    def oldest(self) -> GuardedProtocol | None:
+        return next(iter(self.since), None)
+
+    def _sweep(self) -> None:
+        self._timer = None
+        deadline = time.monotonic() - self.timeout
+        late = []
+        for protocol, since in self.since.items():
+            if since > deadline:
+                break
+            late.append(protocol)
+        for protocol in late:
+            del self.since[protocol]
+            protocol.headers_too_slow()
+        if self.since:
+            self._timer = self.loop.call_later(self.every, self._sweep)
+
+
 class GuardedProtocol(HttpToolsProtocol):
     """``HttpToolsProtocol`` with the header deadline and the connection cap."""
 
@@ -60,13 +106,9 @@ class GuardedProtocol(HttpToolsProtocol):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.waiting_since: float | None = None
-        self._header_timer: asyncio.TimerHandle | None = None
-        # The server's connections waiting for headers, oldest first (a dict keeps insertion
-        # order): eviction at the cap is O(1) however many slow clients churn.
-        waiting: dict[GuardedProtocol, None] | None = getattr(self.server_state, "waiting", None)
+        waiting: Waiting | None = getattr(self.server_state, "waiting", None)
         if waiting is None:
-            waiting = {}
+            waiting = Waiting(self.loop, self.header_timeout)
             self.server_state.waiting = waiting  # type: ignore[attr-defined]
         self._waiting = waiting
 
@@ -76,50 +118,34 @@ class GuardedProtocol(HttpToolsProtocol):
             log.warning("connection cap %d reached: refusing new connections", self.max_connections)
             transport.abort()
             return
-        self._await_headers()
+        self._waiting.add(self)
 
     def _evict(self) -> bool:
         """Close the connection that has waited longest for its headers (not this one)."""
-        oldest = next(iter(self._waiting), None)
+        oldest = self._waiting.oldest()
         if oldest is None:
             return False
-        oldest._stop_waiting()
+        self._waiting.remove(oldest)
         oldest.transport.abort()
         return True
 
-    def _stop_waiting(self) -> None:
-        self.waiting_since = None
-        self._waiting.pop(self, None)
-        self._cancel_header_timer()
-
-    def _await_headers(self) -> None:
-        self._stop_waiting()
-        self.waiting_since = time.monotonic()
-        self._waiting[self] = None
-        self._header_timer = self.loop.call_later(self.header_timeout, self._headers_too_slow)
-
-    def _cancel_header_timer(self) -> None:
-        if self._header_timer is not None:
-            self._header_timer.cancel()
-            self._header_timer = None
-
-    def _headers_too_slow(self) -> None:
-        self._header_timer = None
-        if self.waiting_since is not None and not self.transport.is_closing():
+    def headers_too_slow(self) -> None:
+        """The header deadline passed (``Waiting``'s sweep, which already forgot this one)."""
+        if not self.transport.is_closing():
             self.transport.abort()
 
     def on_headers_complete(self) -> None:
-        self._stop_waiting()
+        self._waiting.remove(self)
         super().on_headers_complete()
 
     def on_response_complete(self) -> None:
         pipelined = bool(self.pipeline)  # the next request's headers are already in
         super().on_response_complete()
         if not pipelined and not self.transport.is_closing():
-            self._await_headers()
+            self._waiting.add(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._stop_waiting()
+        self._waiting.remove(self)
         super().connection_lost(exc)
 
 
