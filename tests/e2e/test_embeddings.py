@@ -131,6 +131,9 @@ async def test_metrics_count_embeddings_by_outcome(env: Env) -> None:
     await env.embed("alpha", question)
     await env.embed("alpha", question)
     async with httpx.AsyncClient(base_url=env.url, timeout=10) as http:
+        auth = {"authorization": f"Bearer {KEYS['alpha']}"}
+        refused = await http.post("/v1/embeddings", json={"model": SIM_MODEL}, headers=auth)
+        assert refused.status_code == 400  # counted as rejected, whatever ran before
         metrics = (await http.get("/metrics")).text
     lines = [
         line

@@ -281,6 +281,7 @@ def entry(document: str, data: bytes, ctype: str | None = "text/plain") -> dict[
 
 
 async def test_batch_post_reports_each_file_in_order_and_one_bad_file_fails_alone(gw: Gw) -> None:
+    docs_path = "/admin/corpora/kb-post/documents"  # its own corpus: others list kb's
     files = [
         entry("b/one.txt", b"The lighthouse keeper lit the lamp at dusk."),
         {"document": "b/bad64.txt", "data": "not base64!"},
@@ -289,7 +290,7 @@ async def test_batch_post_reports_each_file_in_order_and_one_bad_file_fails_alon
         entry("/etc/passwd", b"x"),
         entry("b/two.md", GUIDE, "text/markdown"),
     ]
-    response = await gw.http.post(DOCS, params={"tenant": "alpha"}, json={"files": files})
+    response = await gw.http.post(docs_path, params={"tenant": "alpha"}, json={"files": files})
     assert response.status_code == 200, response.text
     lines = response.json()["files"]
     assert [(line["document"], line["status"]) for line in lines] == [
@@ -302,11 +303,11 @@ async def test_batch_post_reports_each_file_in_order_and_one_bad_file_fails_alon
     ]
     assert lines[1]["reason"] == "data is not base64"
     assert "encrypted" in lines[2]["reason"] and "8192-byte limit" in lines[3]["reason"]
-    again = await gw.http.post(DOCS, params={"tenant": "alpha"}, json={"files": [files[0]]})
+    again = await gw.http.post(docs_path, params={"tenant": "alpha"}, json={"files": [files[0]]})
     assert again.json()["files"][0]["status"] == "unchanged"
-    docs = (await gw.http.get(DOCS, params={"tenant": "alpha"})).json()["documents"]
+    docs = (await gw.http.get(docs_path, params={"tenant": "alpha"})).json()["documents"]
     assert {"b/one.txt", "b/two.md"} <= {d["document"] for d in docs}
-    shape = await gw.http.post(DOCS, params={"tenant": "alpha"}, json={"documents": []})
+    shape = await gw.http.post(docs_path, params={"tenant": "alpha"}, json={"documents": []})
     assert shape.status_code == 400 and error_of(shape)["param"] == "body"
 
 
