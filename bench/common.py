@@ -859,6 +859,13 @@ def run_meta(args: argparse.Namespace, replica: str) -> dict[str, Any]:
     }
 
 
+def write_record(path: Path, meta: dict[str, Any], record: dict[str, Any]) -> None:
+    """A benchmark's JSON record, ``meta`` (``run_meta``: machine, load at start, args) first."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"meta": meta, **record}, indent=2, default=str))
+    print(f"\nwritten: {path}")
+
+
 def run_guarded(body: Callable[[], None]) -> int | None:
     """Run a benchmark body, always stopping its processes; an exit code when it failed."""
     try:

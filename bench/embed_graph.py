@@ -15,7 +15,6 @@ Under a minute. Writes bench/results/embed_graph.json.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 import time
@@ -23,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from common import RESULTS_DIR, banner, load_note, table
+from common import RESULTS_DIR, banner, run_meta, table, write_record
 from corpus import QUESTIONS, paragraph_files, parse_and_chunk
 
 from deja.embedding.onnx import derive
@@ -55,13 +54,13 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--output", type=Path, default=RESULTS_DIR / "embed_graph.json")
     args = parser.parse_args()
-    note = load_note()
-    print(note)
+    meta = run_meta(args, "none (in-process encoders)")
+    print(meta["load_at_start"])
     chunks = parse_and_chunk(paragraph_files(args.paragraphs), DYNINT8_ID)
     with tempfile.TemporaryDirectory() as work:
         encoders = {"with guards (pc1)": derived(Path(work), True)}
         encoders["without (pc2)"] = derived(Path(work), False)
-        record: dict[str, Any] = {"chunks": len(chunks), "load_before": note, "rows": {}}
+        record: dict[str, Any] = {"chunks": len(chunks), "rows": {}}
         for texts_name, texts in (("chunks", chunks), ("questions", QUESTIONS)):
             a, b = (enc.each(texts) for enc in encoders.values())
             same = bool(np.array_equal(a, b))
@@ -79,9 +78,7 @@ def main() -> int:
         base, new = (float(np.median(v)) for v in row["cpu_ms"].values())
         rows.append([texts_name, base, new, new / base, row["bit_equal"]])
     print(table(["texts", "with guards", "without", "ratio", "same vectors"], rows, digits=3))
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps({"args": vars(args), **record}, indent=2, default=str))
-    print(f"\nwritten: {args.output}")
+    write_record(args.output, meta, record)
     return 0 if all(r["bit_equal"] for r in record["rows"].values()) else 1
 
 

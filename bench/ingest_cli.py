@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -32,11 +31,12 @@ from common import (
     VENV_BIN,
     banner,
     cpu_seconds,
-    load_note,
+    run_meta,
     start_gateway,
     start_sim,
     stop_all,
     table,
+    write_record,
 )
 from corpus import paragraph_files
 
@@ -114,18 +114,12 @@ def main() -> int:
     parser.add_argument("--embed-threads", type=int, default=2)
     parser.add_argument("--output", type=Path, default=RESULTS_DIR / "ingest_cli.json")
     args = parser.parse_args()
-    note = load_note()
-    print(note)
-    workdir = Path(tempfile.mkdtemp(prefix="deja-ingest-cli-"))
-    try:
-        record = run(args, workdir)
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
-    record["load_before"] = note
+    meta = run_meta(args, "SIMULATED (deja sim --speed 0)")
+    print(meta["load_at_start"])
+    with tempfile.TemporaryDirectory(prefix="deja-ingest-cli-") as workdir:
+        record = run(args, Path(workdir))
     report(record)
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps({"args": vars(args), **record}, indent=2, default=str))
-    print(f"\nwritten: {args.output}")
+    write_record(args.output, meta, record)
     return 0
 
 

@@ -15,14 +15,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import shutil
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from common import RESULTS_DIR, banner, load_note, percentile, table
+from common import RESULTS_DIR, banner, percentile, run_meta, table, write_record
 from corpus import DIM, MODEL_DIR, QUESTIONS, edge_chunks, paragraph_files
 
 from deja.corpus.index import corpus_collection
@@ -82,9 +81,8 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--output", type=Path, default=RESULTS_DIR / "ingest_interference.json")
     args = parser.parse_args()
-    note = load_note()
-    print(note)
-    work = Path(tempfile.mkdtemp(prefix="deja-interference-"))
+    meta = run_meta(args, "none (in-process embedder and store)")
+    print(meta["load_at_start"])
 
     async def run() -> dict[str, list[dict[str, Any]]]:
         embedder = load_onnx_embedder(MODEL_DIR)
@@ -100,20 +98,16 @@ def main() -> int:
             await embedder.close()
         return runs
 
-    try:
+    with tempfile.TemporaryDirectory(prefix="deja-interference-") as tmp:
+        work = Path(tmp)
         runs = asyncio.run(run())
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
     banner("question embedding latency during an ingest (ms; median over rounds)")
     rows = []
     for name, figs in runs.items():
         med = sorted(figs, key=lambda f: f["p99_ms"])[len(figs) // 2]
         rows.append([name, med.get("chunks_per_s", 0.0), med["p50_ms"], med["p99_ms"]])
     print(table(["ingest", "chunks/s", "embed p50", "embed p99"], rows, digits=2))
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    record = {"args": vars(args), "load_before": note, "runs": runs}
-    args.output.write_text(json.dumps(record, indent=2, default=str))
-    print(f"\nwritten: {args.output}")
+    write_record(args.output, meta, {"runs": runs})
     return 0
 
 

@@ -42,13 +42,14 @@ from common import (
     RESULTS_DIR,
     banner,
     deja_bin,
-    load_note,
     percentile,
+    run_meta,
     start_gateway,
     start_sim,
     stop_all,
     stop_process,
     table,
+    write_record,
 )
 from corpus import DOCS
 from openai import OpenAI
@@ -212,18 +213,12 @@ def main() -> int:
     if args.sections and not DOCS.is_dir():
         print(f"{DOCS} is missing: apt-get install python3.11-doc", file=sys.stderr)
         return 2
-    note = load_note()
-    print(note)
-    workdir = Path(tempfile.mkdtemp(prefix="deja-retrieval-gateway-"))
-    try:
-        record = run(args, workdir)
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
-    record["load_before"] = note
+    meta = run_meta(args, "SIMULATED (deja sim --speed 0)")
+    print(meta["load_at_start"])
+    with tempfile.TemporaryDirectory(prefix="deja-retrieval-gateway-") as workdir:
+        record = run(args, Path(workdir))
     report(record)
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps({"args": vars(args), **record}, indent=2, default=str))
-    print(f"\nwritten: {args.output}")
+    write_record(args.output, meta, record)
     return 0
 
 
