@@ -18,11 +18,11 @@ import yaml
 from deja.tenancy.keyring import key_hash
 from sim.config import SimConfig
 from sim.runner import SimCluster, start_simulators
+from tests.kvsupport import TOKENIZER
 from tests.support import SIM_MODEL, free_port
 
 pytestmark = pytest.mark.integration
 
-TOKENIZER = str(Path(__file__).resolve().parents[2] / "deja/models/verifier/tokenizer.json")
 ADMIN = {"authorization": "Bearer adm"}
 UNCACHED = {"cache-control": "no-cache, no-store"}
 KEYS = {"alpha": "key-alpha-0001", "beta": "key-beta-0002"}

@@ -5,27 +5,21 @@ run-time check turning it off when it disagrees."""
 from __future__ import annotations
 
 import random
-from pathlib import Path
 
 import pytest
 from tokenizers import Tokenizer
 
-from deja.kvcache.blockhash import BlockHasher, external_key
+from deja.kvcache.blockhash import external_key
 from deja.upstream.kv import tokens as kvtokens
 from deja.upstream.kv.match import PromptBlocks
 from deja.upstream.kv.tokens import TextTokens
 from sim.engine import render_chat
-
-TOKENIZER = str(Path(__file__).resolve().parents[2] / "deja/models/verifier/tokenizer.json")
-HASHER = BlockHasher("sha256", "0", 16)
+from tests.kvsupport import HASHER, TOKENIZER, bare_tokenizer
 
 
 @pytest.fixture(scope="module")
 def tokenizer() -> Tokenizer:
-    tok = Tokenizer.from_file(TOKENIZER)
-    tok.no_padding()
-    tok.no_truncation()
-    return tok
+    return bare_tokenizer()
 
 
 def whole(tokenizer: Tokenizer, text: str) -> list[int]:

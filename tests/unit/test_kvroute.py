@@ -5,14 +5,13 @@ scoring with the bounded-load cap, and the tenant salts."""
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
 from tokenizers import Tokenizer
 
-from deja.kvcache.blockhash import BlockHasher, external_key
+from deja.kvcache.blockhash import external_key
 from deja.kvcache.wire import (
     AllBlocksCleared,
     BlockRemoved,
@@ -28,17 +27,12 @@ from deja.upstream.kv.route import KVRouting
 from deja.upstream.pool import Replica
 from deja.upstream.salt import request_salt, tenant_salt, with_cache_salt
 from sim.engine import render_chat
-
-TOKENIZER = str(Path(__file__).resolve().parents[2] / "deja/models/verifier/tokenizer.json")
-HASHER = BlockHasher("sha256", "0", 16)
+from tests.kvsupport import HASHER, TOKENIZER, bare_tokenizer
 
 
 @pytest.fixture(scope="module")
 def tokenizer() -> Tokenizer:
-    tok = Tokenizer.from_file(TOKENIZER)
-    tok.no_padding()
-    tok.no_truncation()
-    return tok
+    return bare_tokenizer()
 
 
 def long_text(n: int, tag: str) -> str:
