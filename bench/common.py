@@ -866,6 +866,23 @@ def write_record(path: Path, meta: dict[str, Any], record: dict[str, Any]) -> No
     print(f"\nwritten: {path}")
 
 
+def run_in_workdir(
+    args: argparse.Namespace,
+    prefix: str,
+    run: Callable[[argparse.Namespace, Path], dict[str, Any]],
+    report: Callable[[dict[str, Any]], None],
+) -> int:
+    """A gateway benchmark's whole run: the meta record (load printed first), ``run`` in a
+    temporary folder removed after, ``report`` of its record, the JSON record written."""
+    meta = run_meta(args, "SIMULATED (deja sim --speed 0)")
+    print(meta["load_at_start"])
+    with tempfile.TemporaryDirectory(prefix=prefix) as workdir:
+        record = run(args, Path(workdir))
+    report(record)
+    write_record(args.output, meta, record)
+    return 0
+
+
 def run_guarded(body: Callable[[], None]) -> int | None:
     """Run a benchmark body, always stopping its processes; an exit code when it failed."""
     try:

@@ -21,7 +21,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -31,12 +30,11 @@ from common import (
     VENV_BIN,
     banner,
     cpu_seconds,
-    run_meta,
+    run_in_workdir,
     start_gateway,
     start_sim,
     stop_all,
     table,
-    write_record,
 )
 from corpus import paragraph_files
 
@@ -114,13 +112,7 @@ def main() -> int:
     parser.add_argument("--embed-threads", type=int, default=2)
     parser.add_argument("--output", type=Path, default=RESULTS_DIR / "ingest_cli.json")
     args = parser.parse_args()
-    meta = run_meta(args, "SIMULATED (deja sim --speed 0)")
-    print(meta["load_at_start"])
-    with tempfile.TemporaryDirectory(prefix="deja-ingest-cli-") as workdir:
-        record = run(args, Path(workdir))
-    report(record)
-    write_record(args.output, meta, record)
-    return 0
+    return run_in_workdir(args, "deja-ingest-cli-", run, report)
 
 
 if __name__ == "__main__":

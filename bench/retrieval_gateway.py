@@ -32,7 +32,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -43,13 +42,12 @@ from common import (
     banner,
     deja_bin,
     percentile,
-    run_meta,
+    run_in_workdir,
     start_gateway,
     start_sim,
     stop_all,
     stop_process,
     table,
-    write_record,
 )
 from corpus import DOCS
 from openai import OpenAI
@@ -213,13 +211,7 @@ def main() -> int:
     if args.sections and not DOCS.is_dir():
         print(f"{DOCS} is missing: apt-get install python3.11-doc", file=sys.stderr)
         return 2
-    meta = run_meta(args, "SIMULATED (deja sim --speed 0)")
-    print(meta["load_at_start"])
-    with tempfile.TemporaryDirectory(prefix="deja-retrieval-gateway-") as workdir:
-        record = run(args, Path(workdir))
-    report(record)
-    write_record(args.output, meta, record)
-    return 0
+    return run_in_workdir(args, "deja-retrieval-gateway-", run, report)
 
 
 if __name__ == "__main__":
