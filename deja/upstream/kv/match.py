@@ -56,6 +56,11 @@ class BlockMatch:
     prompt_tokens: int
     block_size: int
 
+    def mostly(self, blocks: int) -> bool:
+        """A replica holding ``blocks`` of these holds at least half of the prompt (the rule
+        for a holder's capacity floor, its place first, and the admission's holder queue)."""
+        return blocks > 0 and 2 * blocks * self.block_size >= self.prompt_tokens
+
 
 @dataclass(frozen=True, slots=True)
 class _Chain:

@@ -176,7 +176,7 @@ class KVRouting:
             hit = index.match(keys) if index is not None else 0
             best_hit = max(best_hit, hit)
             cap = math.ceil(scale * replica.weight - _CEIL_SLACK) if math.isfinite(scale) else 0
-            if cap and 2 * hit * blocks.block_size >= blocks.prompt_tokens:
+            if cap and blocks.mostly(hit):
                 # it holds most of the prompt: up to its batch, it runs the request at once
                 batch = max(replica.max_num_seqs or 0, replica.running_seen)
                 cap = max(cap, self.min_capacity, batch)
@@ -214,7 +214,7 @@ class KVRouting:
         for replica in candidates:
             index = self.index.get(replica.url)
             hit = index.match(blocks.keys) if index is not None else 0
-            if hit and 2 * hit * blocks.block_size >= blocks.prompt_tokens:
+            if blocks.mostly(hit):
                 out.append(replica)
         return out
 
@@ -238,8 +238,8 @@ class KVRouting:
         router at 0.53x the ring's TTFT p90 without pressure), while a successor that is
         clearly busier (a long prefill, more in flight) is still passed over.
         """
-        keys, block_size, prompt_tokens = blocks.keys, blocks.block_size, blocks.prompt_tokens
-        major = next((s for s in ranked if 2 * s.blocks * block_size >= prompt_tokens), None)
+        keys = blocks.keys
+        major = next((s for s in ranked if blocks.mostly(s.blocks)), None)
         if major is not None:
             # a replica with room holding most of the prompt goes first: a spill past it is a
             # full prefill elsewhere that evicts another prompt's blocks for the copy
