@@ -34,7 +34,7 @@ import time
 from deja.cache.entry import CachedAnswer
 from deja.cache.exact.base import StoredEntry
 from deja.cache.exact.pipelining import GetBatcher
-from deja.cache.exact.tracking import TrackedTier
+from deja.cache.exact.tracking import TrackedTier, end_tasks
 from deja.errors import CacheUnavailableError, describe
 from deja.outage import Outage
 from deja.redisclient import REDIS_ERRORS, RedisClient, read_many, refresh_after
@@ -224,8 +224,6 @@ class RedisExactStore:
     async def close(self) -> None:
         """Stop the background work and write pending hit counts; the client belongs to whoever
         built it."""
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await end_tasks(self._tasks)
         self._tasks.clear()
         await self.flush_hits()
