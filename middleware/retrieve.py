@@ -27,8 +27,9 @@ from urllib.parse import quote
 
 import orjson
 
-from deja.corpus.base import Retriever, SourceRef, sources_of
+from deja.corpus.base import SourceRef, sources_of
 from deja.corpus.prompt import ContextOrder, with_context
+from deja.corpus.service import Corpora
 from deja.errors import (
     CorpusNotFoundError,
     EmbedderError,
@@ -107,7 +108,7 @@ class RetrieveStep:
     """Checks that a request's corpus exists, and retrieves its context on a miss."""
 
     def __init__(
-        self, retriever: Retriever, embed: Embed, settings: RetrievalPolicy, metrics: Metrics
+        self, retriever: Corpora, embed: Embed, settings: RetrievalPolicy, metrics: Metrics
     ) -> None:
         self.retriever = retriever
         self.embed = embed

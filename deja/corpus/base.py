@@ -11,7 +11,6 @@ each time its content (by hash) changes; re-ingesting identical content changes 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,28 +70,6 @@ class DocumentChange:
 
     def key(self) -> str:
         return f"{self.corpus}/{self.document}"
-
-
-class Retriever(Protocol):
-    """What the request path needs from the corpora. Implementations raise
-    ``deja.errors.RetrievalError`` when the store cannot answer."""
-
-    def has_corpus(self, tenant: str, corpus: str) -> bool:
-        """True when ``tenant`` owns a corpus of that name (in memory: called per request)."""
-
-    async def retrieve(
-        self,
-        tenant: str,
-        corpus: str,
-        vector: list[float],
-        *,
-        limit: int,
-        where: dict[str, str] | None = None,
-        query: str = "",
-    ) -> list[RetrievedChunk]:
-        """At most ``limit`` chunks of the tenant's corpus for the question ``query`` embedded
-        as ``vector`` (optionally only those whose metadata equals ``where``), best first, at
-        most one version per document, none under the relevance floor: possibly none."""
 
 
 def context_order(chunks: list[RetrievedChunk]) -> list[RetrievedChunk]:

@@ -107,7 +107,9 @@ def token_counter(model_id: str) -> tuple[str, TokenCounter]:
 
 
 class Corpora:
-    """The ``Retriever`` of the request path, and ingestion, removal and listing of corpora."""
+    """The corpora: what the request path reads (``has_corpus``, ``retrieve``, which raises
+    ``deja.errors.RetrievalError`` when the store cannot answer), and ingestion, removal and
+    listing."""
 
     def __init__(
         self,
