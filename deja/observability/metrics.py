@@ -301,8 +301,8 @@ class Metrics:
     def _define_flights(self, r: CollectorRegistry) -> None:
         self.coalesced = Counter(
             "deja_coalesced",
-            "Requests answered by an identical request's upstream call already under way "
-            "(where: local = this process, remote = another process through Redis)",
+            "Requests answered by an identical request's upstream call (where: local, this "
+            "process; remote, another through Redis; stored, one ended during the lookup)",
             ["where"],
             registry=r,
         )

@@ -76,13 +76,16 @@ class FlightStep:
         if lock is not None and not await lock.acquire(lookup.entry_id):
             answer = await self.remote_answer(lookup.entry_id, lock)
             if answer is not None:
-                self.metrics.count(self.metrics.coalesced, "remote")
-                headers = {"x-deja-cache": Outcome.COALESCED.value, "x-deja-entry": answer.entry_id}
-                flight.open(Head("", headers), remote=True)
-                flight.finish(Produced("", answer, None, None))
+                self.share(flight, answer, "remote")
                 return
         stored: asyncio.Task[None] | None = None
         try:
+            # An identical call may have ended, and been stored, while this request was being
+            # looked up (a slow semantic lookup under load): its answer, not a second call.
+            answer = await self.stored_meanwhile(req, lookup.entry_id)
+            if answer is not None:
+                self.share(flight, answer, "stored")
+                return
             stored = await self.publish(req, lookup, flight)
         except DejaError as exc:
             flight.fail(exc)
@@ -107,6 +110,27 @@ class FlightStep:
                     flight.push(chunk)
         flight.finish(call.produced)
         return call.stored
+
+    def share(self, flight: Flight, answer: CachedAnswer, where: str) -> None:
+        """The flight is answered by another call's stored answer (``where`` it came from)."""
+        self.metrics.count(self.metrics.coalesced, where)
+        headers = {"x-deja-cache": Outcome.COALESCED.value, "x-deja-entry": answer.entry_id}
+        flight.open(Head("", headers), remote=True)
+        flight.finish(Produced("", answer, None, None))
+
+    async def stored_meanwhile(self, req: GatewayRequest, entry_id: str) -> CachedAnswer | None:
+        """The answer an identical call stored after this request's exact read, under the same
+        rules as that read (``Cache-Control: no-cache`` reads nothing, ``max-age`` bounds the
+        age); the entry id already carries whatever shaped the key. None on a store failure."""
+        if not req.policy.read:
+            return None
+        try:
+            answer = await self.exact.get(entry_id)
+        except CacheUnavailableError:
+            return None
+        if answer is None or answer.older_than(req.policy.max_age):
+            return None
+        return answer
 
     async def remote_answer(self, entry_id: str, lock: FlightLock) -> CachedAnswer | None:
         """Another process leads: poll the shared exact store until its answer is there, or

@@ -4,12 +4,14 @@ retry, cancellation when the last consumer leaves (re-stamping is in test_sse.py
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any, cast
 
 import pytest
 
-from deja.errors import UpstreamClientError, UpstreamServerError
-from deja.request import Outcome
+from deja.cache.entry import CachedAnswer
+from deja.errors import CacheUnavailableError, UpstreamClientError, UpstreamServerError
+from deja.request import CachePolicy, Outcome
 from middleware.flight import Flight, FlightFailed, Flights
 from middleware.flight.lead import FlightStep
 from middleware.lookup import Lookup
@@ -134,12 +136,93 @@ async def test_the_cross_process_lock_is_held_until_the_answer_is_stored() -> No
         async def release(self, entry_id: str) -> None:
             events.append("released")
 
+    class Empty:
+        async def get(self, entry_id: str) -> None:
+            return None
+
     step = FlightStep(
-        cast(Any, Producer()), Flights(), cast(Any, None), cast(Any, None), cast(Any, Lock())
+        cast(Any, Producer()), Flights(), cast(Any, Empty()), cast(Any, None), cast(Any, Lock())
     )
     flight = Flight("k")
-    await step.lead(cast(Any, None), Lookup(Outcome.MISS, "k"), flight)
+    await step.lead(cast(Any, Request(CachePolicy())), Lookup(Outcome.MISS, "k"), flight)
     assert events == ["stored", "released"]
+
+
+class Request:
+    """What the leader reads of a request before it produces: its cache policy."""
+
+    def __init__(self, policy: CachePolicy) -> None:
+        self.policy = policy
+
+
+class Counts:
+    def __init__(self) -> None:
+        self.coalesced = "coalesced"
+        self.counted: list[tuple[str, str]] = []
+
+    def count(self, counter: str, label: str) -> None:
+        self.counted.append((counter, label))
+
+
+def stored(age: float) -> CachedAnswer:
+    return CachedAnswer("k", "chat", "m", "stop", time.time() - age, message={"content": "x"})
+
+
+class Producer:
+    """Counts the replica calls a leader makes."""
+
+    calls = 0
+
+    async def produce(self, req: object, lookup: object) -> Call:
+        Producer.calls += 1
+        return Call(Head("r1", {}), Produced("r1", None, b"{}", None))
+
+
+async def lead_with_stored(answer: CachedAnswer | None, policy: CachePolicy) -> tuple[int, Flight]:
+    """A leader whose exact read missed, while an identical call stored ``answer`` meanwhile."""
+
+    class Exact:
+        async def get(self, entry_id: str) -> CachedAnswer | None:
+            if answer is None:
+                raise CacheUnavailableError("down")
+            return answer
+
+    Producer.calls = 0
+    metrics = Counts()
+    step = FlightStep(cast(Any, Producer()), Flights(), cast(Any, Exact()), cast(Any, metrics))
+    flight = Flight("k")
+    await step.lead(cast(Any, Request(policy)), Lookup(Outcome.MISS, "k"), flight)
+    return Producer.calls, flight
+
+
+async def test_a_leader_serves_an_identical_call_stored_during_its_lookup() -> None:
+    """A request whose lookup was slow reaches single-flight after the identical call has
+    ended and stored its answer: it shares that answer rather than calling the replica again
+    (seen as a second upstream call with two gateways on a loaded machine)."""
+    answer = stored(age=1)
+    calls, flight = await lead_with_stored(answer, CachePolicy())
+    assert calls == 0
+    assert flight.produced is not None and flight.produced.answer is answer
+
+
+@pytest.mark.parametrize(
+    ("policy", "age"),
+    [
+        (CachePolicy(read=False), 1.0),  # Cache-Control: no-cache reads nothing
+        (CachePolicy(max_age=5), 60.0),  # too old for this request's max-age
+    ],
+)
+async def test_a_leader_calls_the_replica_when_its_rules_refuse_the_stored_answer(
+    policy: CachePolicy, age: float
+) -> None:
+    calls, flight = await lead_with_stored(stored(age), policy)
+    assert calls == 1
+    assert flight.produced is not None and flight.produced.answer is None
+
+
+async def test_a_leader_calls_the_replica_when_the_store_fails() -> None:
+    calls, _ = await lead_with_stored(None, CachePolicy())
+    assert calls == 1
 
 
 async def test_a_poller_that_sees_the_lock_gone_still_finds_an_answer_stored_before_it() -> None:
