@@ -1,8 +1,9 @@
 """Fine-tune the verifier cross-encoder on the prepared training pairs.
 
 Input ``[CLS] a [SEP] b [SEP]`` with token_type_ids (``tokenizer.encode(a, b)``), at most 64
-tokens, BCE loss, AdamW (lr 4e-5, wd 0.01), batch 32, linear warmup (5%) + linear decay, one
-epoch, length-bucketed dynamic padding. Checkpoints ``mid.pt`` (half way) and ``final.pt``.
+tokens, BCE loss, AdamW (lr 4e-5, wd 0.01), batch 32, linear warmup (5%) + linear decay over
+``--epochs`` (each reshuffled), length-bucketed dynamic padding. Checkpoints ``mid.pt`` (half
+way) and ``final.pt``.
 """
 
 from __future__ import annotations
@@ -73,6 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--limit", type=int, default=0, help="use only the first N pairs (smoke)")
     ap.add_argument("--lr", type=float, default=4e-5)
     ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--epochs", type=int, default=1, help="passes over the file, each reshuffled")
     ap.add_argument("--warmup", type=float, default=0.05)
     ap.add_argument("--weight-decay", type=float, default=0.01)
     ap.add_argument("--threads", type=int, default=2)
@@ -112,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
         f"mean len {np.mean(lengths):.1f}, truncated {sum(n >= MAX_TOKENS for n in lengths)}",
         flush=True,
     )
-    batches = bucketed_batches(lengths, args.batch, rng)
+    batches = [b for _ in range(args.epochs) for b in bucketed_batches(lengths, args.batch, rng)]
     steps = len(batches)
     warm = max(1, int(steps * args.warmup))
 
@@ -156,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
         "pairs": len(pairs),
         "lr": args.lr,
         "batch": args.batch,
+        "epochs": args.epochs,
         "warmup_steps": warm,
         "weight_decay": args.weight_decay,
         "seed": args.seed,
