@@ -4,7 +4,7 @@ the other is a different question ("ascending" / "descending", "encender" / "apa
 
 from __future__ import annotations
 
-__all__ = ["ANTONYMS"]
+__all__ = ["ANTONYMS", "ANTONYM_FORMS"]
 
 #: Pairs of words that ask opposite things; training's rule-made negatives use them too
 #: (training/verifier/families.py, with more pairs that are too common to veto).
@@ -75,4 +75,83 @@ ANTONYMS: tuple[tuple[str, str], ...] = (
     ("aumentar", "disminuir"),
     ("llegada", "salida"),
     ("más", "menos"),
+)
+
+#: Inflected forms of the verbs above, for the check only (training's rules use the base pairs,
+#: so the shipped model's data does not move with this list). A question is asked with a
+#: conjugated verb as often as with its infinitive, in Spanish more than in English: "¿Cómo
+#: subo…?" / "¿Cómo bajo…?" is the pair subir/bajar. Present tense (yo, tú, él, nosotros,
+#: ellos) and the participle; English third person, past and -ing. Forms that are also common
+#: other words are left out ("left" of leave, "bajo" as "under" is kept: it rarely faces "subo").
+ANTONYM_FORMS: tuple[tuple[str, str], ...] = (
+    # English
+    ("starts", "stops"),
+    ("started", "stopped"),
+    ("starting", "stopping"),
+    ("increases", "decreases"),
+    ("increased", "decreased"),
+    ("increasing", "decreasing"),
+    ("buys", "sells"),
+    ("bought", "sold"),
+    ("enables", "disables"),
+    ("enabled", "disabled"),
+    ("enabling", "disabling"),
+    ("adds", "removes"),
+    ("added", "removed"),
+    ("adding", "removing"),
+    ("uploads", "downloads"),
+    ("uploaded", "downloaded"),
+    ("uploading", "downloading"),
+    ("accepts", "rejects"),
+    ("accepted", "rejected"),
+    ("sends", "receives"),
+    ("sending", "receiving"),
+    ("opened", "closed"),
+    ("opening", "closing"),
+    ("wins", "loses"),
+    ("won", "lost"),
+    ("winning", "losing"),
+    ("loves", "hates"),
+    ("pushed", "pulled"),
+    ("encrypted", "decrypted"),
+    ("encrypting", "decrypting"),
+    ("imports", "exports"),
+    ("importing", "exporting"),
+    # Spanish
+    ("subo", "bajo"),
+    ("subes", "bajas"),
+    ("sube", "baja"),
+    ("subimos", "bajamos"),
+    ("suben", "bajan"),
+    ("subido", "bajado"),
+    ("abro", "cierro"),
+    ("abres", "cierras"),
+    ("abrimos", "cerramos"),
+    ("abren", "cierran"),
+    ("abierto", "cerrado"),
+    ("abierta", "cerrada"),
+    ("compro", "vendo"),
+    ("compras", "vendes"),
+    ("compra", "vende"),
+    ("compramos", "vendemos"),
+    ("compran", "venden"),
+    ("gano", "pierdo"),
+    ("ganas", "pierdes"),
+    ("gana", "pierde"),
+    ("ganamos", "perdemos"),
+    ("ganan", "pierden"),
+    ("envío", "recibo"),
+    ("envías", "recibes"),
+    ("envía", "recibe"),
+    ("enviamos", "recibimos"),
+    ("envían", "reciben"),
+    ("enciendo", "apago"),
+    ("enciendes", "apagas"),
+    ("enciende", "apaga"),
+    ("encendemos", "apagamos"),
+    ("encienden", "apagan"),
+    ("encendido", "apagado"),
+    ("aumento", "disminuyo"),
+    ("aumenta", "disminuye"),
+    ("aumentan", "disminuyen"),
 )

@@ -22,7 +22,7 @@ import unicodedata
 from collections import Counter
 from dataclasses import dataclass
 
-from deja.semantic.antonyms import ANTONYMS
+from deja.semantic.antonyms import ANTONYM_FORMS, ANTONYMS
 
 # A number with its sign and decimals; a word, with the "++"/"#" of C++, C#, F#; any other
 # single non-space character (operators, %, @, $, €, ^ …).
@@ -175,7 +175,7 @@ _NEGATIONS = frozenset(
 )
 _NEGATED_AUX = re.compile(r"n't\b|n’t\b|\bcannot\b", re.I)
 
-_ANT = {x: y for a, b in ANTONYMS for x, y in ((a, b), (b, a))}
+_ANT = {x: y for a, b in (*ANTONYMS, *ANTONYM_FORMS) for x, y in ((a, b), (b, a))}
 # Words that make word order meaningless ("difference between X and Y" = "… Y and X").
 _SYMMETRIC = frozenset(
     {

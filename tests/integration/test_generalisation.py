@@ -50,9 +50,9 @@ def test_the_set_is_balanced_and_bilingual() -> None:
 
 @pytest.mark.xfail(
     strict=True,
-    reason="issue 20, not met by the shipped model: at 0.92 it serves 6 of 105 paraphrases and "
-    "1 of 107 close-but-different pairs (a role swap); strict, so a model that passes the bar "
-    "turns this into a failure until the mark is removed",
+    reason="issue 20, not met by the shipped model: at 0.92 it serves 24 of 105 paraphrases and "
+    "1 of 107 close-but-different pairs (a Spanish role swap whose adjective changes gender); "
+    "strict, so a model that passes the bar turns this into a failure until the mark is removed",
 )
 async def test_shipped_decision_serves_paraphrases_and_no_close_but_different_pair() -> None:
     rows = load_set()
