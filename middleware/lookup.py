@@ -65,6 +65,15 @@ class Lookup:
         return cls(outcome, entry_id, storable=entry_id is not None and req.policy.write)
 
 
+def servable(req: GatewayRequest, answer: CachedAnswer | None) -> CachedAnswer | None:
+    """``answer`` when this request may be served it from the exact store: it reads the cache
+    (not ``Cache-Control: no-cache``) and the answer is within its ``max-age``. The one rule for
+    step 3 and for a single-flight leader's second read (``FlightStep.stored_meanwhile``)."""
+    if answer is None or not req.policy.read or answer.older_than(req.policy.max_age):
+        return None
+    return answer
+
+
 class SemanticLookup(Protocol):
     """Step 4 as step 3 sees it (``middleware.semantic.SemanticStep``, which builds on
     :class:`Lookup`): a protocol, so the import points one way."""
@@ -142,6 +151,7 @@ class LookupStep:
             self.metrics.count(self.metrics.store_errors, "exact")
             return Lookup.miss(Outcome.OFF, entry_id, req)
         self.metrics.lookup("exact", time.perf_counter() - started)
-        if answer is None or answer.older_than(req.policy.max_age):
+        answer = servable(req, answer)
+        if answer is None:
             return Lookup.miss(Outcome.MISS, entry_id, req)
         return Lookup(Outcome.EXACT, entry_id, answer)

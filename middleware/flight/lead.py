@@ -22,7 +22,7 @@ from deja.request import GatewayRequest, Outcome
 from middleware.disconnect import Disconnected
 from middleware.flight.consume import Consumer
 from middleware.flight.table import Flight, FlightFailed, Flights
-from middleware.lookup import Lookup
+from middleware.lookup import Lookup, servable
 from middleware.produce import Head, Produced, ProduceStep, Reply
 
 #: How often a request waiting on another process's identical call looks for its answer.
@@ -119,18 +119,15 @@ class FlightStep:
         flight.finish(Produced("", answer, None, None))
 
     async def stored_meanwhile(self, req: GatewayRequest, entry_id: str) -> CachedAnswer | None:
-        """The answer an identical call stored after this request's exact read, under the same
-        rules as that read (``Cache-Control: no-cache`` reads nothing, ``max-age`` bounds the
-        age); the entry id already carries whatever shaped the key. None on a store failure."""
-        if not req.policy.read:
+        """The answer an identical call stored after this request's exact read, under that
+        read's rule (``servable``); the entry id already carries whatever shaped the key. None
+        on a store failure."""
+        if not req.policy.read:  # no read at all, as in step 3
             return None
         try:
-            answer = await self.exact.get(entry_id)
+            return servable(req, await self.exact.get(entry_id))
         except CacheUnavailableError:
             return None
-        if answer is None or answer.older_than(req.policy.max_age):
-            return None
-        return answer
 
     async def remote_answer(self, entry_id: str, lock: FlightLock) -> CachedAnswer | None:
         """Another process leads: poll the shared exact store until its answer is there, or
