@@ -3,9 +3,10 @@
     .venv/bin/python bench/tree_paths.py --base /tmp/deja-base [--requests 1500] [--rounds 4]
 
 For each path (an exact hit; a forced JSON miss, ``Cache-Control: no-cache, no-store``; the
-same miss streamed) and each tree, a worker process puts the tree first on ``sys.path``, builds
-the app with ``create_app`` and an in-process simulated replica, and calls the ASGI app
-directly (no sockets to the client, no load generator). The figure is the thread CPU time per
+same miss streamed; ``stored``, a JSON miss the cache may store: a new question every request,
+so it goes through single-flight and is written in the background) and each tree, a worker
+process puts the tree first on ``sys.path``, builds the app with ``create_app`` and an
+in-process simulated replica, and calls the ASGI app directly (no sockets to the client, no load generator). The figure is the thread CPU time per
 request: the gateway's work, plus, on a miss, the in-process simulator's answer and the
 loopback HTTP exchange with it — the same code in both trees, so the difference is the
 gateway's. Thread time barely moves with other load on a shared machine; workers alternate
@@ -31,14 +32,14 @@ from typing import Any
 from common import asgi_call, asgi_scope
 
 BENCH_DIR = Path(__file__).resolve().parent
-PATHS = ("exact", "miss", "stream")
+PATHS = ("exact", "miss", "stream", "stored")
 NO_CACHE = b"no-cache, no-store"
 
 
-def body(stream: bool) -> bytes:
+def body(stream: bool, question: str = "deja bench: the gateway's paths") -> bytes:
     payload: dict[str, Any] = {
         "model": "deja-sim-1",
-        "messages": [{"role": "user", "content": "deja bench: the gateway's paths"}],
+        "messages": [{"role": "user", "content": question}],
         "max_tokens": 32,
     }
     if stream:
@@ -47,8 +48,8 @@ def body(stream: bool) -> bytes:
 
 
 def scope(raw: bytes, path: str) -> dict[str, Any]:
-    """The request's scope; the two miss paths ask the gateway not to read or write the cache."""
-    return asgi_scope(raw, [(b"cache-control", NO_CACHE)] if path != "exact" else [])
+    """The request's scope; the forced miss paths ask the gateway not to read or write the cache."""
+    return asgi_scope(raw, [(b"cache-control", NO_CACHE)] if path in ("miss", "stream") else [])
 
 
 async def worker(path: str, requests: int, rounds: int, calls: bool = False) -> list[float]:
@@ -83,20 +84,28 @@ async def worker(path: str, requests: int, rounds: int, calls: bool = False) -> 
             async with app.api.router.lifespan_context(app.api):
                 await asgi_call(app, raw, request_scope)
                 await app.state.gateway.pipeline.drain()
-                answer = await asgi_call(app, raw, request_scope)
+                check = body(False, "deja bench: the check") if path == "stored" else raw
+                answer = await asgi_call(app, check, scope(check, path))
                 cache = dict(answer[0]["headers"]).get(b"x-deja-cache")
                 if cache != expected:
                     raise SystemExit(f"{path}: expected X-Deja-Cache {expected!r}, got {cache!r}")
-                for _ in range(100):  # warm-up
-                    await asgi_call(app, raw, request_scope)
+                # "stored": a new question per request, its body and scope made beforehand
+                sent = [(raw, request_scope)] * (100 + rounds * requests)
+                if path == "stored":
+                    raws = [body(False, f"deja bench: question {i}") for i in range(len(sent))]
+                    sent = [(r, scope(r, path)) for r in raws]
+                for r, s in sent[:100]:  # warm-up
+                    await asgi_call(app, r, s)
                 found = []
-                for _ in range(rounds):
+                for index in range(rounds):
+                    await app.state.gateway.pipeline.drain()  # writes of the round before
+                    batch = sent[100 + index * requests : 100 + (index + 1) * requests]
                     profile = cProfile.Profile() if calls else None
                     started = time.thread_time()
                     if profile is not None:
                         profile.enable()
-                    for _ in range(requests):
-                        await asgi_call(app, raw, request_scope)
+                    for r, s in batch:
+                        await asgi_call(app, r, s)
                     if profile is not None:
                         profile.disable()
                         counted = pstats.Stats(profile).stats.values()  # type: ignore[attr-defined]
