@@ -31,7 +31,6 @@ import json
 import logging
 import re
 from array import array
-from itertools import chain
 from typing import Any
 
 from tokenizers import Tokenizer
@@ -91,7 +90,8 @@ class TextTokens:
         fast = _fast_words(tokenizer)
         self.fast = fast is not None
         self._pattern, self._lower, self._added = fast or (_WORDS_CASED, False, None)
-        self._words: dict[str, tuple[int, ...]] = {}
+        #: word -> its ids as ``array('I')`` bytes: a text's ids are one ``bytes.join``.
+        self._words: dict[str, bytes] = {}
         self._max_words = max_words
         #: Counters: fast encodings, whole-text encodings, fast ones verified.
         self.counts = {"fast": 0, "whole": 0, "verified": 0}
@@ -123,7 +123,8 @@ class TextTokens:
             except _Misjudged:
                 self._off("split a batch of words otherwise")
                 return None
-        ids = array("I", chain.from_iterable(pieces))
+        ids = array("I")
+        ids.frombytes(b"".join(pieces))
         counts = self.counts
         counts["fast"] += 1
         n = counts["fast"]
@@ -131,7 +132,7 @@ class TextTokens:
             return self._verify(text, ids)
         return ids
 
-    def _learn(self, words: list[str]) -> list[tuple[int, ...]]:
+    def _learn(self, words: list[str]) -> list[bytes]:
         """Each word's ids, the words not in the memo tokenized in one call (joined by
         spaces, every one a word of its own; ``word_ids`` tells whose ids are whose)."""
         memo = self._words
@@ -148,7 +149,7 @@ class TextTokens:
         if not all(pieces):
             raise _Misjudged
         for word, ids in zip(missing, pieces, strict=True):
-            memo[word] = tuple(ids)
+            memo[word] = array("I", ids).tobytes()
         return list(map(memo.__getitem__, words))
 
     def _verify(self, text: str, ids: array[int]) -> array[int]:
