@@ -19,6 +19,7 @@ from app.api import (
     admin_semantic,
     console,
     embeddings,
+    feedback,
     health,
     openai_routes,
 )
@@ -79,6 +80,7 @@ def create_app(
         install_docs_off(app)
     app.router.routes.extend(openai_routes.routes)
     app.router.routes.extend(embeddings.routes)
+    app.router.routes.extend(feedback.routes)
     app.router.routes.extend(health.routes)
     for module in (admin, admin_cache, admin_semantic, admin_corpus, admin_insight, console):
         app.include_router(_head_where_get(module.router))

@@ -2,15 +2,16 @@
 
     .venv/bin/python bench/tree_paths.py --base /tmp/deja-base [--requests 1500] [--rounds 4]
 
-For each path (an exact hit; a forced JSON miss, ``Cache-Control: no-cache, no-store``; the
-same miss streamed; ``stored``, a JSON miss the cache may store: a new question every request,
-so it goes through single-flight and is written in the background) and each tree, a worker
-process puts the tree first on ``sys.path``, builds the app with ``create_app`` and an
-in-process simulated replica, and calls the ASGI app directly (no sockets to the client, no load generator). The figure is the thread CPU time per
-request: the gateway's work, plus, on a miss, the in-process simulator's answer and the
-loopback HTTP exchange with it — the same code in both trees, so the difference is the
-gateway's. Thread time barely moves with other load on a shared machine; workers alternate
-A B B A, and each tree's best and median rounds are printed. The replica is SIMULATED.
+For each path (an exact hit; a forced JSON miss, ``Cache-Control: no-cache, no-store``; the same
+miss streamed; ``stored``, a JSON miss the cache may store: a new question every request, so it
+goes through single-flight and is written in the background) and each tree, a worker process
+puts the tree first on ``sys.path``, builds the app with ``create_app`` and an in-process
+simulated replica, and calls the ASGI app directly (no sockets to the client, no load
+generator). The figure is the thread CPU time per request: the gateway's work, plus, on a miss,
+the in-process simulator's answer and the loopback HTTP exchange with it — the same code in both
+trees, so the difference is the gateway's. Thread time barely moves with other load on a shared
+machine; workers alternate A B B A, and each tree's best and median rounds are printed. The
+replica is SIMULATED.
 """
 
 from __future__ import annotations

@@ -68,10 +68,16 @@ def require_admin(request: Request) -> Gateway:
     raise AuthenticationError("a valid admin bearer key is required for /admin")
 
 
-def audit(gateway: Gateway, action: str, **details: Any) -> None:
-    """One JSON line per admin action (who, what, how many) and a counter bump."""
-    key = gateway.settings.admin_key
-    who = "admin:" + hashlib.sha256(key.get_secret_value().encode()).hexdigest()[:8] if key else "-"
+def audit(gateway: Gateway, action: str, *, who: str | None = None, **details: Any) -> None:
+    """One JSON line per admin action (who, what, how many) and a counter bump; ``who`` is the
+    admin key's hash unless given (an application's feedback names its key)."""
+    if who is None:
+        key = gateway.settings.admin_key
+        who = (
+            "admin:" + hashlib.sha256(key.get_secret_value().encode()).hexdigest()[:8]
+            if key
+            else "-"
+        )
     gateway.metrics.count(gateway.metrics.admin_actions, action)
     record = {"at": round(time.time(), 3), "who": who, "action": action, **details}
     audit_log.info(orjson.dumps(record).decode())

@@ -1,28 +1,26 @@
-"""Admin: cache statistics, browsing, invalidation, flushing, and live θ.
+"""Admin: cache statistics, browsing, invalidation, feedback, flushing, and live θ.
 
-Invalidation is a promise: once a call returns, no process serves the removed entries. Answers
-live only in the exact store (Redis in a multi-process deployment; its in-process tier is kept
-coherent by Redis's invalidation messages, see ``deja.cache.exact.tracking``); a semantic hit
-must read its answer from there, so deleting the exact entry ends both kinds of hit at once. The
-entry's vector is deleted too, for tidiness.
+Invalidation is a promise: once a call returns, no process serves the removed entries
+(:mod:`app.api.entries`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import time
 from typing import Any
 
 from fastapi import APIRouter, Query
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 from starlette.responses import Response
 
 from app.api.admin import Admin, audit
+from app.api.entries import exact_store, remove_entries
+from app.api.feedback import Verdict, apply_feedback
 from app.api.json import json_response
 from app.gateway import Gateway
 from deja.cache.entry import CachedAnswer
-from deja.cache.exact.base import ExactStore, StoredEntry
+from deja.cache.exact.base import StoredEntry
 from deja.cache.keys import ENTRY_ID
 from deja.errors import (
     CacheUnavailableError,
@@ -42,15 +40,9 @@ QUERY_CANDIDATES = 1000
 DRY_RUN_ROWS = 100
 
 
-def _exact(gateway: Gateway) -> ExactStore:
-    if gateway.exact is None:
-        raise InvalidRequestError("the cache is disabled on this gateway")
-    return gateway.exact
-
-
 async def _entries(gateway: Gateway) -> list[StoredEntry]:
     # A failing store raises CacheUnavailableError: a 503, never the admin's fault.
-    return await _exact(gateway).scan()
+    return await exact_store(gateway).scan()
 
 
 async def _similar(gateway: Gateway, query: str, match: dict[str, str]) -> dict[str, float]:
@@ -84,25 +76,12 @@ def _describe(entry: StoredEntry, similarity: float | None = None) -> dict[str, 
     }
 
 
-async def _remove(gateway: Gateway, ids: list[str]) -> int:
-    exact = _exact(gateway)
-    removed = 0
-    for entry_id in ids:  # CacheUnavailableError → 503
-        removed += await exact.delete(entry_id)
-    semantic = gateway.semantic
-    if semantic is not None and ids:
-        # The answers are gone; an orphan vector could no longer be served anyway.
-        with contextlib.suppress(*SEMANTIC_ERRORS):
-            await semantic.store.delete(ids)
-    return removed
-
-
 @router.get("/cache/stats")
 async def cache_stats(gateway: Admin) -> Response:
     """Entries per layer, outcomes since start, and per-tenant figures."""
     exact_entries: int | None
     try:
-        exact_entries = await _exact(gateway).count() if gateway.exact is not None else 0
+        exact_entries = await exact_store(gateway).count() if gateway.exact is not None else 0
     except CacheUnavailableError:
         exact_entries = None
     semantic = gateway.semantic
@@ -188,10 +167,28 @@ async def get_entry(entry_id: str, gateway: Admin) -> Response:
 @router.delete("/cache/entries/{entry_id}")
 async def delete_entry(entry_id: str, gateway: Admin) -> Response:
     """One entry, from both layers."""
-    if not ENTRY_ID.fullmatch(entry_id) or await _remove(gateway, [entry_id]) == 0:
+    if not ENTRY_ID.fullmatch(entry_id) or await remove_entries(gateway, [entry_id]) == 0:
         raise NotFoundError(f"no cache entry {entry_id}")
     audit(gateway, "cache.delete", count=1, ids=[entry_id])
     return json_response({"id": entry_id, "deleted": True})
+
+
+class AdminFeedback(BaseModel):
+    """An admin's verdict on an entry of any tenant (``POST /v1/feedback`` is the app's)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    verdict: Verdict
+    note: str | None = Field(None, max_length=500)
+
+
+@router.post("/cache/entries/{entry_id}/feedback")
+async def entry_feedback(entry_id: str, spec: AdminFeedback, gateway: Admin) -> Response:
+    """Say whether an entry's answer is right; ``wrong`` removes it from both layers."""
+    result = await apply_feedback(
+        gateway, entry_id, spec.verdict, tenant=None, source="admin", who=None, note=spec.note
+    )
+    return json_response({"object": "deja.feedback", **result})
 
 
 class Invalidate(BaseModel):
@@ -236,7 +233,7 @@ async def invalidate(spec: Invalidate, gateway: Admin) -> Response:
         scores = await _similar(gateway, spec.query, match)
         ids &= {entry_id for entry_id, score in scores.items() if score >= floor}
     chosen = sorted(ids)
-    count = len(chosen) if spec.dry_run else await _remove(gateway, chosen)
+    count = len(chosen) if spec.dry_run else await remove_entries(gateway, chosen)
     audit(gateway, "cache.invalidate", count=count, dry_run=spec.dry_run, where=fields)
     result: dict[str, Any] = {"count": count, "ids": chosen, "dry_run": spec.dry_run}
     if spec.dry_run:  # what would go, for a human to check (the newest first)
@@ -258,7 +255,7 @@ async def flush(gateway: Admin, spec: Flush | None = None) -> Response:
         for e in await _entries(gateway)
         if tenant is None or e.answer.tenant == tenant
     ]
-    count = await _remove(gateway, ids)
+    count = await remove_entries(gateway, ids)
     audit(gateway, "cache.flush", count=count, tenant=tenant)
     return json_response({"count": count})
 

@@ -208,6 +208,12 @@ class Metrics:
         self.admin_actions = Counter(
             "deja_admin_actions", "Admin API actions", ["action"], registry=r
         )
+        self.feedback = Counter(
+            "deja_feedback",
+            "Verdicts on served cache entries (source: app, admin)",
+            ["verdict", "source"],
+            registry=r,
+        )
 
     def _define_semantic(self, r: CollectorRegistry) -> None:
         """The semantic lookup: embedding, similarity, θ, what skips or breaks it."""
