@@ -6,9 +6,11 @@ header. It reports ``{"entry_id": ..., "verdict": "wrong" | "right"}`` with its 
 the key's tenant must own the entry, and another tenant's entry is a 404 exactly like an unknown
 one, so an entry's existence does not leak. The call takes the tenant's rate limit like any
 request. ``wrong`` removes the entry from both layers at once
-(:func:`app.api.entries.remove_entries`: no process serves it once the call returns); ``right``
-changes nothing. Both are counted
-(``deja_feedback_total{verdict,source}``) and written to the audit trail, naming the key.
+(:func:`app.api.entries.remove_entries`: no process serves it once the call returns), also when
+the answer was served as a semantic hit for another question (issue 24 asks for that; the
+answer is not trusted for its own question any more either); ``right`` changes nothing. Both
+are counted (``deja_feedback_total{verdict,source}``) and written to the audit trail, naming
+the key.
 """
 
 from __future__ import annotations
