@@ -151,6 +151,19 @@ class SimConfig(BaseModel):
         "Empty: the simulator's own word tokenizer.",
     )
 
+    judge_labels: str = Field(
+        default="",
+        description='A JSON Lines file of {"question", "cluster"}: judge requests about '
+        "labelled questions are answered by cluster (a SIMULATED judge for replay benchmarks, "
+        "sim/labels.py) and a cluster's questions get one answer. Empty: the word-overlap judge.",
+    )
+    judge_accuracy: float = Field(
+        default=1.0,
+        ge=0.5,
+        le=1.0,
+        description="With judge_labels: the share of pairs the simulated judge gets right.",
+    )
+
     @field_validator("kv_events_config")
     @classmethod
     def _check_kv_events(cls, value: str) -> str:

@@ -3,7 +3,8 @@
 
 :func:`parse_job` validates a request body into a :class:`~sim.responses.Job`;
 :class:`GenerationHandlers` injects faults, holds engine slots, answers (blocking or SSE) and
-records metrics. A semantic-cache judge request is answered by :mod:`sim.judge`'s rule.
+records metrics. A semantic-cache judge request is answered by :mod:`sim.judge`'s rule, or with
+``judge_labels`` by :mod:`sim.labels`.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from sim.engine import (
     tokenize,
 )
 from sim.judge import judge_generation
+from sim.labels import Labels
 from sim.loop import Ticket
 from sim.responses import (
     Job,
@@ -99,7 +101,11 @@ def _prompts_and_max_tokens(
 
 
 def _generation(
-    prompt: RenderedPrompt, max_tokens: int | None, max_model_len: int, ignore_eos: bool
+    prompt: RenderedPrompt,
+    max_tokens: int | None,
+    max_model_len: int,
+    ignore_eos: bool,
+    seed: str | None = None,
 ) -> Generation:
     length = len(prompt.token_ids)
     room = max_model_len - length
@@ -112,7 +118,19 @@ def _generation(
             "messages or completion.",
             "max_tokens" if room >= 1 else "messages",
         )
-    return generate(prompt.text, room if max_tokens is None else max_tokens, ignore_eos=ignore_eos)
+    limit = room if max_tokens is None else max_tokens
+    return generate(prompt.text if seed is None else seed, limit, ignore_eos=ignore_eos)
+
+
+def _labelled_seed(messages: Any, labels: Labels | None) -> str | None:
+    """With ``labels``, the answer seed of a chat whose last message is a labelled question."""
+    if labels is None or not isinstance(messages, list) or not messages:
+        return None
+    last = messages[-1]
+    if not isinstance(last, Mapping) or last.get("role") != "user":
+        return None
+    content = last.get("content")
+    return labels.answer_seed(content) if isinstance(content, str) else None
 
 
 def parse_job(
@@ -120,12 +138,14 @@ def parse_job(
     kind: Kind,
     max_model_len: int,
     encode: Callable[[str], list[int]] = tokenize,
+    labels: Labels | None = None,
 ) -> Job:
     """Validate a generation request body into a :class:`Job`; raise :class:`BadRequest`.
 
     ``encode`` is the replica's tokenizer. ``cache_salt`` (vLLM's extra field) must be a
     non-empty string: it goes into the first block's hash, so only requests with the same salt
-    share cached blocks."""
+    share cached blocks. With ``labels`` (``judge_labels``), judge requests and labelled
+    questions are answered by :mod:`sim.labels`."""
     salt = payload.get("cache_salt")
     if salt is not None and (not isinstance(salt, str) or not salt):
         raise BadRequest("'cache_salt' must be a non-empty string", "cache_salt")
@@ -137,10 +157,12 @@ def parse_job(
     options = payload.get("stream_options")
     include_usage = stream and isinstance(options, Mapping) and options.get("include_usage") is True
     generations: list[Generation] = []
-    judged = judge_generation(payload.get("messages"), max_tokens) if kind == "chat" else None
+    messages = payload.get("messages")
+    judged = judge_generation(messages, max_tokens, labels) if kind == "chat" else None
+    seed = _labelled_seed(messages, labels) if kind == "chat" else None
     ignore_eos = payload.get("ignore_eos") is True
     for prompt in prompts:
-        generation = _generation(prompt, max_tokens, max_model_len, ignore_eos)  # length check
+        generation = _generation(prompt, max_tokens, max_model_len, ignore_eos, seed)  # length
         generations.extend([judged or generation] * n)
     return Job(kind, prompts, generations, n, stream, include_usage, cache_salt=salt)
 
@@ -190,7 +212,9 @@ class GenerationHandlers(SimHandlers):
                 code="model_not_found",
             )
         try:
-            job = parse_job(payload, kind, self.config.max_model_len, self.engine.tokenize)
+            job = parse_job(
+                payload, kind, self.config.max_model_len, self.engine.tokenize, self.state.labels
+            )
         except BadRequest as exc:
             return self.error(400, exc.message, param=exc.param)
         for prompt in job.prompts:

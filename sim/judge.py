@@ -20,6 +20,9 @@ answer is ``"yes"`` when their Jaccard similarity ``|A ∩ B| / |A ∪ B|`` is a
 one token; its finish reason is ``"length"`` when ``max_tokens`` is 1 (a real model would have
 gone on to its end-of-sequence token) and ``"stop"`` otherwise. Prompt tokens, the prefix cache
 and timing are whatever the simulator does for any chat request.
+
+**With labels** (``--judge-labels``): a pair of labelled questions is answered by cluster, by a
+judge of a chosen accuracy (:mod:`sim.labels`); the rule above answers the other pairs.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from typing import Any
 
 from deja.chat.judge import judge_questions
 from sim.engine import Generation
+from sim.labels import Labels
 
 __all__ = [
     "JACCARD_YES",
@@ -59,10 +63,14 @@ def judge_answer(a: str, b: str) -> str:
     return "yes" if jaccard(a, b) >= JACCARD_YES else "no"
 
 
-def judge_generation(messages: Any, max_tokens: int | None) -> Generation | None:
-    """The one-token generation answering a judge request, or None for any other request."""
+def judge_generation(
+    messages: Any, max_tokens: int | None, labels: Labels | None = None
+) -> Generation | None:
+    """The one-token generation answering a judge request, or None for any other request;
+    with ``labels``, a pair of labelled questions is answered by :mod:`sim.labels`."""
     questions = judge_questions(messages)
     if questions is None:
         return None
+    verdict = labels.verdict(*questions) if labels is not None else None
     finish = "length" if max_tokens == 1 else "stop"
-    return Generation(pieces=[judge_answer(*questions)], finish_reason=finish)
+    return Generation(pieces=[verdict or judge_answer(*questions)], finish_reason=finish)

@@ -24,6 +24,7 @@ from starlette.routing import Route
 from sim.config import SimConfig
 from sim.embeddings import EmbeddingHandlers
 from sim.generation import GenerationHandlers
+from sim.labels import Labels
 from sim.loop import SimEngine
 from sim.metrics import METRICS_CONTENT_TYPE, SimMetrics
 from sim.responses import json_response
@@ -112,6 +113,9 @@ def create_sim_app(config: SimConfig) -> Starlette:
             stall_ms=config.stall_ms,
         ),
         rng=random.Random(config.seed),
+        labels=Labels.load(config.judge_labels, accuracy=config.judge_accuracy, seed=config.seed)
+        if config.judge_labels
+        else None,
     )
     gen = GenerationHandlers(state)
     svc = ServiceHandlers(state)

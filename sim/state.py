@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.responses import Response
 
 from sim.config import SimConfig
+from sim.labels import Labels
 from sim.loop import SimEngine
 from sim.metrics import SimMetrics
 from sim.responses import error_body, json_response
@@ -46,6 +47,8 @@ class SimState:
     metrics: SimMetrics
     faults: FaultSettings
     rng: random.Random
+    #: The labelled judge (``judge_labels``), or None.
+    labels: Labels | None = None
     created: int = field(default_factory=lambda: int(time.time()))
 
 

@@ -59,6 +59,7 @@ def sim_command(host: str, port: int, profile_name: str | None, **fields: Any) -
     from pydantic import ValidationError
 
     from deja.errors import TuningError
+    from sim.labels import LabelsError
     from sim.runner import run_simulator
     from tuning.profiles import get_profile
 
@@ -72,4 +73,7 @@ def sim_command(host: str, port: int, profile_name: str | None, **fields: Any) -
         config = SimConfig(**given)
     except ValidationError as exc:
         raise click.UsageError(str(exc)) from exc
-    run_simulator(config, host, port)
+    try:
+        run_simulator(config, host, port)
+    except LabelsError as exc:  # raised before the server starts
+        raise click.UsageError(str(exc)) from None
