@@ -1,0 +1,308 @@
+"""Replayed traffic through a running gateway, with a SIMULATED labelled judge (issue 24).
+
+    .venv/bin/python bench/replay.py [--requests 5000] [--zipf 1.1] [--accuracies 0.8 0.95 1.0]
+
+The baseline a learning cache is measured against. Clusters are the connected components of the
+duplicate pairs of ``qqp_train.jsonl.gz`` and ``qqp_dev.jsonl`` (a question with no duplicate is
+a cluster of one). A stream draws a cluster by Zipf(``--zipf``) over the duplicate clusters
+(``--min-cluster`` 2) in a seeded random order, then a random member of it. The simulator is
+given the labels (``deja sim --judge-labels``): it answers judge prompts by cluster, right for a
+share ``accuracy`` of the pairs, and every question of one cluster with one answer, so a served
+answer is right exactly when its text is the request's own cluster's answer.
+
+Variants, each a fresh simulator and gateway on the same stream: ``static`` (no judge: the
+calibrated τ alone) and ``judge@A`` (``DEJA_SEMANTIC_JUDGE=async``, the labelled judge of
+accuracy A). Reported: exact + semantic hit rate over the stream's last half, semantic hits and
+their precision (Wilson 95%), wrong answers, judge calls and tokens per request (``/metrics``),
+and p50/p99 latency of hits and of misses. Requests go ``--concurrency`` at a time, in stream
+order. The shadow re-asks are off (``--gateway-env`` turns them on).
+
+**A simulation of a judge, on Quora's labels:** it measures what the cache does with verdicts,
+never how good a real model's verdicts are. The replica is SIMULATED.
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import gzip
+import itertools
+import json
+import random
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+from common import (
+    MODEL_CACHE_DIR,
+    Proc,
+    log_dir,
+    percentile,
+    start_gateway,
+    start_sim,
+    stop_process,
+    table,
+)
+
+from sim.engine import answer_text
+from sim.labels import Labels
+
+BENCH_DIR = Path(__file__).resolve().parent
+DATA = BENCH_DIR.parent.parent / "shared" / "data"
+MODEL = "deja-sim-1"
+CHAT = "/v1/chat/completions"
+
+
+# --------------------------------------------------------------------------------------------
+# clusters and streams
+
+
+def clusters(paths: list[Path]) -> list[list[str]]:
+    """Connected components of the duplicate pairs (union-find); every question of a pair is
+    in one, a question with no duplicate alone. Sorted for a stable order."""
+    parent: dict[str, str] = {}
+
+    def find(q: str) -> str:
+        parent.setdefault(q, q)
+        while parent[q] != q:
+            parent[q] = parent[parent[q]]
+            q = parent[q]
+        return q
+
+    for path in paths:
+        opener = gzip.open if path.suffix == ".gz" else open
+        with opener(path, "rt", encoding="utf-8") as lines:
+            for line in lines:
+                row = json.loads(line)
+                a, b = str(row["a"]).strip(), str(row["b"]).strip()
+                root_a, root_b = find(a), find(b)
+                if row.get("duplicate") and root_a != root_b:
+                    parent[root_a] = root_b
+    groups: dict[str, list[str]] = {}
+    for q in parent:
+        groups.setdefault(find(q), []).append(q)
+    return sorted((sorted(g) for g in groups.values()), key=lambda g: g[0])
+
+
+def stream(
+    groups: list[list[str]], n: int, s: float, seed: int, smallest: int = 2
+) -> list[tuple[str, int]]:
+    """``n`` (question, cluster index) drawn Zipf(``s``) over the clusters of at least
+    ``smallest`` questions, in a seeded order."""
+    rng = random.Random(seed)
+    order = [i for i, group in enumerate(groups) if len(group) >= smallest]
+    rng.shuffle(order)
+    weights = [1.0 / (rank + 1) ** s for rank in range(len(order))]
+    cumulative = list(itertools.accumulate(weights))
+    out = []
+    for _ in range(n):
+        cluster = order[bisect.bisect(cumulative, rng.random() * cumulative[-1])]
+        out.append((rng.choice(groups[cluster]), cluster))
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# one variant
+
+
+@dataclass
+class Reply:
+    cache: str
+    right: bool
+    seconds: float
+
+
+def ask_all(url: str, asks: list[tuple[str, str]], concurrency: int) -> list[Reply]:
+    """Each (question, expected answer) in order, ``concurrency`` at a time."""
+    local = threading.local()
+
+    def one(ask: tuple[str, str]) -> Reply:
+        client = getattr(local, "client", None)
+        if client is None:
+            client = local.client = httpx.Client(base_url=url, timeout=60.0)
+        question, expected = ask
+        body = {"model": MODEL, "messages": [{"role": "user", "content": question}]}
+        started = time.perf_counter()
+        response = client.post(CHAT, json=body)
+        seconds = time.perf_counter() - started
+        if response.status_code != 200:
+            return Reply("error", False, seconds)
+        content = response.json()["choices"][0]["message"]["content"]
+        return Reply(response.headers.get("x-deja-cache", "?"), content == expected, seconds)
+
+    with ThreadPoolExecutor(max_workers=concurrency) as pool:
+        return list(pool.map(one, asks))
+
+
+def metric_total(text: str, name: str) -> float:
+    return sum(
+        float(line.rpartition(" ")[2])
+        for line in text.splitlines()
+        if line.startswith(name) and not line.startswith("#")
+    )
+
+
+def run_variant(
+    name: str, labels: Path, accuracy: float | None, asks: list[tuple[str, str]], args: Any
+) -> dict[str, Any]:
+    sim_args = ["--speed", "0", "--judge-labels", str(labels)]
+    sim_args += ["--judge-accuracy", str(accuracy if accuracy is not None else 1.0)]
+    sim = start_sim(f"sim-{name}", cpu=None, args=sim_args)
+    env = {
+        "DEJA_SEMANTIC_ENABLED": "true",
+        "DEJA_SEMANTIC_SHADOW_RATE": "0",
+        "DEJA_TEMPORAL_BYPASS": "false",
+        "DEJA_SEMANTIC_JUDGE": "async" if accuracy is not None else "off",
+        "DEJA_MEMORY_CACHE_MAX_ENTRIES": str(max(10_000, 2 * len(asks))),
+        "DEJA_MODEL_DIR": str(MODEL_CACHE_DIR),
+        "DEJA_DATA_DIR": str(log_dir() / f"data-{name}"),  # each variant starts empty
+        **dict(kv.split("=", 1) for kv in args.gateway_env),
+    }
+    gateway: Proc | None = None
+    try:
+        gateway = start_gateway(f"gateway-{name}", [sim.url], cpu=None, env=env)
+        started = time.perf_counter()
+        replies = ask_all(gateway.url, asks, args.concurrency)
+        wall = time.perf_counter() - started
+        metrics = httpx.get(gateway.url + "/metrics", timeout=10).text
+    finally:
+        if gateway is not None:
+            stop_process(gateway)
+        stop_process(sim)
+    return summarise(name, replies, metrics, wall)
+
+
+def wilson(right: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    if n == 0:
+        return (0.0, 1.0)
+    p = right / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * ((p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5) / (1 + z * z / n)
+    return (centre - half, centre + half)
+
+
+def summarise(name: str, replies: list[Reply], metrics: str, wall: float) -> dict[str, Any]:
+    n = len(replies)
+    late = replies[n // 2 :]
+    semantic = [r for r in replies if r.cache == "semantic"]
+    hits = [r for r in replies if r.cache in ("exact", "semantic")]
+    misses = [r for r in replies if r.cache == "miss"]
+    right = sum(r.right for r in semantic)
+    return {
+        "variant": name,
+        "requests": n,
+        "errors": sum(r.cache == "error" for r in replies),
+        "hit_rate_last_half": sum(r.cache in ("exact", "semantic") for r in late) / len(late),
+        "exact_last_half": sum(r.cache == "exact" for r in late) / len(late),
+        "semantic_hits": len(semantic),
+        "semantic_precision": right / len(semantic) if semantic else None,
+        "semantic_precision_ci": wilson(right, len(semantic)),
+        "wrong_answers": sum(not r.right for r in replies if r.cache != "error"),
+        "judge_calls_per_request": metric_total(metrics, "deja_judge_requests_total") / n,
+        "judge_tokens_per_request": metric_total(metrics, "deja_judge_tokens_total") / n,
+        "hit_ms": [percentile([r.seconds * 1e3 for r in hits], p) for p in (50, 99)]
+        if hits
+        else None,
+        "miss_ms": [percentile([r.seconds * 1e3 for r in misses], p) for p in (50, 99)]
+        if misses
+        else None,
+        "wall_s": wall,
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# main
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--requests", type=int, default=5000, help="per stream (5000)")
+    parser.add_argument("--zipf", type=float, default=1.1, help="Zipf exponent (1.1)")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--min-cluster",
+        type=int,
+        default=2,
+        help="draw from clusters of at least this many questions (2: the duplicate clusters; "
+        "1 adds every question without a duplicate)",
+    )
+    parser.add_argument(
+        "--accuracies", type=float, nargs="*", default=[0.8, 0.95, 1.0], help="judge variants"
+    )
+    parser.add_argument("--concurrency", type=int, default=4)
+    parser.add_argument(
+        "--gateway-env", action="append", default=[], metavar="KEY=VALUE", help="repeatable"
+    )
+    parser.add_argument("--data", type=Path, default=DATA)
+    parser.add_argument("--output", type=Path, default=BENCH_DIR / "results" / "replay.json")
+    return parser.parse_args()
+
+
+def main() -> int:
+    args = parse_args()
+    groups = clusters([args.data / "qqp_train.jsonl.gz", args.data / "qqp_dev.jsonl"])
+    sizes = [len(g) for g in groups]
+    print(
+        f"{len(groups):,} clusters of {sum(sizes):,} questions ({sum(s > 1 for s in sizes):,} "
+        f"with duplicates, largest {max(sizes)}); Zipf {args.zipf}, {args.requests:,} requests"
+        " - the replica and its judge are SIMULATED",
+        flush=True,
+    )
+    labels_path = log_dir() / "replay_labels.jsonl"
+    with labels_path.open("w", encoding="utf-8") as out:
+        for index, group in enumerate(groups):
+            out.writelines(json.dumps({"question": q, "cluster": index}) + "\n" for q in group)
+    labels = Labels.load(labels_path)
+    drawn = stream(groups, args.requests, args.zipf, args.seed, args.min_cluster)
+    asks = [(q, answer_text(labels.answer_seed(q) or q)) for q, _ in drawn]
+    print(f"distinct clusters drawn: {len({c for _, c in drawn}):,}", flush=True)
+    variants: list[tuple[str, float | None]] = [("static", None)]
+    variants += [(f"judge@{a:g}", a) for a in args.accuracies]
+    results = []
+    for name, accuracy in variants:
+        print(f"--- {name}", flush=True)
+        results.append(run_variant(name, labels_path, accuracy, asks, args))
+    rows = [
+        [
+            r["variant"],
+            r["hit_rate_last_half"],
+            r["exact_last_half"],
+            r["semantic_hits"],
+            r["semantic_precision"],
+            "{:.3f}-{:.3f}".format(*r["semantic_precision_ci"]),
+            r["wrong_answers"],
+            r["judge_calls_per_request"],
+            r["judge_tokens_per_request"],
+            "/".join(f"{v:.1f}" for v in r["hit_ms"] or []),
+            "/".join(f"{v:.1f}" for v in r["miss_ms"] or []),
+            r["errors"],
+        ]
+        for r in results
+    ]
+    headers = [
+        "variant",
+        "hit rate (last half)",
+        "exact (last half)",
+        "semantic hits",
+        "precision",
+        "95% CI",
+        "wrong",
+        "judge calls/req",
+        "judge tokens/req",
+        "hit p50/p99 ms",
+        "miss p50/p99 ms",
+        "errors",
+    ]
+    print(table(headers, rows))
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(results, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
