@@ -94,6 +94,9 @@ async def test_wrong_removes_the_entry_and_right_keeps_it(env: Env) -> None:
     assert {r["verdict"] for r in mine} == {"right", "wrong"}
     assert all(r["who"].startswith("key:") for r in mine)
     assert any(r.get("note") == "stale" for r in mine)
+    metrics = (await env.http.get("/metrics")).text
+    assert 'deja_feedback_total{source="app",verdict="wrong"}' in metrics
+    assert 'deja_feedback_total{source="app",verdict="right"}' in metrics
 
 
 async def test_another_tenants_entry_is_the_same_404_as_an_unknown_one(env: Env) -> None:
@@ -171,4 +174,3 @@ async def test_admins_give_feedback_on_any_tenants_entry(env: Env) -> None:
     assert again.status_code == 404
     metrics = (await env.http.get("/metrics")).text
     assert 'deja_feedback_total{source="admin",verdict="wrong"}' in metrics
-    assert 'deja_feedback_total{source="app",verdict="wrong"}' in metrics
