@@ -193,9 +193,22 @@ def summarise(name: str, replies: list[Reply], metrics: str, wall: float) -> dic
     hits = [r for r in replies if r.cache in ("exact", "semantic")]
     misses = [r for r in replies if r.cache == "miss"]
     right = sum(r.right for r in semantic)
+    window = max(1, n // 20)
+    over_time = [
+        sum(r.cache in ("exact", "semantic") for r in replies[i : i + window])
+        / len(replies[i : i + window])
+        for i in range(0, n, window)
+    ]
     return {
         "variant": name,
         "requests": n,
+        "window": window,
+        "hit_rate_over_time": over_time,
+        "semantic_rate_over_time": [
+            sum(r.cache == "semantic" for r in replies[i : i + window])
+            / len(replies[i : i + window])
+            for i in range(0, n, window)
+        ],
         "errors": sum(r.cache == "error" for r in replies),
         "hit_rate_last_half": sum(r.cache in ("exact", "semantic") for r in late) / len(late),
         "exact_last_half": sum(r.cache == "exact" for r in late) / len(late),
@@ -240,7 +253,43 @@ def parse_args() -> argparse.Namespace:
     )
     parser.add_argument("--data", type=Path, default=DATA)
     parser.add_argument("--output", type=Path, default=BENCH_DIR / "results" / "replay.json")
+    parser.add_argument(
+        "--plot",
+        type=Path,
+        default=BENCH_DIR / "results" / "replay.png",
+        help="hit rate over the stream, per variant (needs matplotlib, the deja[plot] extra)",
+    )
     return parser.parse_args()
+
+
+def plot(results: list[dict[str, Any]], path: Path, title: str) -> None:
+    """Hit rate (exact + semantic, solid) and semantic hit rate (dashed) per window."""
+    from app.cli.plot import new_figure, save_png
+
+    figure = new_figure(9, 5.5)
+    axes = figure.subplots()
+    markers = "osD^v"
+    for index, r in enumerate(results):
+        window = r["window"]
+        xs = [(i + 0.5) * window for i in range(len(r["hit_rate_over_time"]))]
+        # wide first, narrower after, each with its marker: equal curves stay visible
+        style = {"linewidth": max(1.0, 5.0 - 1.3 * index), "marker": markers[index % 5]}
+        (line,) = axes.plot(xs, r["hit_rate_over_time"], label=f"{r['variant']}: all hits", **style)
+        axes.plot(
+            xs,
+            r["semantic_rate_over_time"],
+            linestyle="--",
+            color=line.get_color(),
+            label=f"{r['variant']}: semantic",
+            **style,
+        )
+    axes.set_xlabel("request in the stream")
+    axes.set_ylabel(f"hit rate per window of {results[0]['window']:,} requests")
+    axes.set_ylim(0, 1)
+    axes.grid(alpha=0.3)
+    axes.legend(fontsize=8, ncol=2)
+    axes.set_title(title, fontsize=10)
+    save_png(figure, path)
 
 
 def main() -> int:
@@ -301,6 +350,12 @@ def main() -> int:
     print(table(headers, rows))
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(results, indent=2) + "\n")
+    title = (
+        f"bench/replay.py: {args.requests:,} requests, Zipf {args.zipf} over Quora duplicate "
+        "clusters; SIMULATED replica and judge"
+    )
+    plot(results, args.plot, title)
+    print(f"written: {args.output}, {args.plot}")
     return 0
 
 
