@@ -3,7 +3,8 @@
 The per-request series (request count and latency, lookup latency, tokens and model time
 saved) are lock-free loop metrics (``loopmetrics``); other hot-path counters and histograms are
 bound to their label values once (``_child``), so a request pays an increment, not a label
-lookup. Replica state is read from the pool at scrape time by a collector: nothing per request.
+lookup. Replica state is read from the pool at scrape time by a collector
+(``deja.observability.replicas``): nothing per request.
 Label values are bounded: routes, cache outcomes, layers, replicas from config, HTTP statuses;
 tenants only when ``metrics_tenant_label`` is on; never a prompt or a key.
 """
@@ -14,11 +15,9 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.core import GaugeMetricFamily, Metric
-from prometheus_client.registry import Collector
 
 from deja.observability.loopmetrics import LoopCounter, LoopHistogram
-from deja.observability.replicas import ReplicaSample, ReplicaSamples
+from deja.observability.replicas import ReplicaCollector, ReplicaSample, ReplicaSamples
 
 LATENCY_BUCKETS = (
     0.0005,
@@ -65,39 +64,6 @@ SIMILARITY_BUCKETS = (
 )
 
 
-class _ReplicaCollector(Collector):
-    def __init__(self, replicas: Callable[[], Iterable[ReplicaSample]]) -> None:
-        self._replicas = replicas
-
-    def collect(self) -> Iterable[Metric]:
-        healthy = GaugeMetricFamily(
-            "deja_replica_healthy",
-            "1 if the replica's last /health probe answered",
-            labels=["replica"],
-        )
-        breaker = GaugeMetricFamily(
-            "deja_replica_breaker_open",
-            "1 while the replica's circuit breaker is open",
-            labels=["replica"],
-        )
-        in_flight = GaugeMetricFamily(
-            "deja_replica_in_flight",
-            "Requests this gateway has open on the replica",
-            labels=["replica"],
-        )
-        limit = GaugeMetricFamily(
-            "deja_replica_max_inflight",
-            "The replica's in-flight limit (configured, or its max-num-seqs learned)",
-            labels=["replica"],
-        )
-        for r in self._replicas():
-            healthy.add_metric([r.name], 1.0 if r.healthy else 0.0)
-            breaker.add_metric([r.name], 1.0 if r.breaker_open else 0.0)
-            in_flight.add_metric([r.name], float(r.in_flight))
-            limit.add_metric([r.name], float(r.limit))
-        return [healthy, breaker, in_flight, limit]
-
-
 class Metrics:
     """Every metric the gateway exports."""
 
@@ -116,7 +82,7 @@ class Metrics:
         ):
             define(self.registry)
         self._replicas: ReplicaSamples | None = None
-        self.registry.register(_ReplicaCollector(self._replica_samples))
+        self.registry.register(ReplicaCollector(self._replica_samples))
         self._children: dict[tuple[Any, ...], Any] = {}
 
     def _define_requests(self, r: CollectorRegistry) -> None:
