@@ -49,6 +49,7 @@ from common import (
     table,
 )
 
+from deja.semantic.curves import wilson
 from sim.engine import answer_text
 from sim.labels import Labels
 
@@ -177,15 +178,6 @@ def run_variant(
     return summarise(name, replies, metrics, wall)
 
 
-def wilson(right: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    if n == 0:
-        return (0.0, 1.0)
-    p = right / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * ((p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5) / (1 + z * z / n)
-    return (centre - half, centre + half)
-
-
 def summarise(name: str, replies: list[Reply], metrics: str, wall: float) -> dict[str, Any]:
     n = len(replies)
     late = replies[n // 2 :]
@@ -194,36 +186,31 @@ def summarise(name: str, replies: list[Reply], metrics: str, wall: float) -> dic
     misses = [r for r in replies if r.cache == "miss"]
     right = sum(r.right for r in semantic)
     window = max(1, n // 20)
-    over_time = [
-        sum(r.cache in ("exact", "semantic") for r in replies[i : i + window])
-        / len(replies[i : i + window])
-        for i in range(0, n, window)
-    ]
+
+    def over_time(kinds: tuple[str, ...]) -> list[float]:
+        chunks = [replies[i : i + window] for i in range(0, n, window)]
+        return [sum(r.cache in kinds for r in chunk) / len(chunk) for chunk in chunks]
+
+    def ms(of: list[Reply]) -> list[float] | None:
+        return [percentile([r.seconds * 1e3 for r in of], p) for p in (50, 99)] if of else None
+
     return {
         "variant": name,
         "requests": n,
         "window": window,
-        "hit_rate_over_time": over_time,
-        "semantic_rate_over_time": [
-            sum(r.cache == "semantic" for r in replies[i : i + window])
-            / len(replies[i : i + window])
-            for i in range(0, n, window)
-        ],
+        "hit_rate_over_time": over_time(("exact", "semantic")),
+        "semantic_rate_over_time": over_time(("semantic",)),
         "errors": sum(r.cache == "error" for r in replies),
         "hit_rate_last_half": sum(r.cache in ("exact", "semantic") for r in late) / len(late),
         "exact_last_half": sum(r.cache == "exact" for r in late) / len(late),
         "semantic_hits": len(semantic),
         "semantic_precision": right / len(semantic) if semantic else None,
-        "semantic_precision_ci": wilson(right, len(semantic)),
+        "semantic_precision_ci": wilson(right, len(semantic), 1.96),
         "wrong_answers": sum(not r.right for r in replies if r.cache != "error"),
         "judge_calls_per_request": metric_total(metrics, "deja_judge_requests_total") / n,
         "judge_tokens_per_request": metric_total(metrics, "deja_judge_tokens_total") / n,
-        "hit_ms": [percentile([r.seconds * 1e3 for r in hits], p) for p in (50, 99)]
-        if hits
-        else None,
-        "miss_ms": [percentile([r.seconds * 1e3 for r in misses], p) for p in (50, 99)]
-        if misses
-        else None,
+        "hit_ms": ms(hits),
+        "miss_ms": ms(misses),
         "wall_s": wall,
     }
 

@@ -12,6 +12,8 @@ client mistake: 195 of 200 follow-up requests failed, and a keyless flood of
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import Any
 from urllib.parse import quote
 
 from fastapi import FastAPI
@@ -29,14 +31,19 @@ async def _any_error(request: Request, exc: Exception) -> Response:
     return error_response(exc, f"{request.method} {request.url.path}")
 
 
+def first_problem(errors: Sequence[Mapping[str, Any]]) -> tuple[str | None, str]:
+    """The field (dotted, without FastAPI's ``query``/``path``/``body`` prefix) and message of
+    a pydantic validation's first error: what an OpenAI-shaped error names."""
+    first = errors[0] if errors else {}
+    loc = [str(part) for part in first.get("loc", ()) if part not in ("query", "path", "body")]
+    return ".".join(loc) or None, str(first.get("msg", "invalid value"))
+
+
 async def _validation_error(request: Request, exc: Exception) -> Response:
     """FastAPI's 422 (a query or path parameter of the wrong type) in OpenAI's shape."""
     assert isinstance(exc, RequestValidationError)
-    errors = exc.errors()
-    first = errors[0] if errors else {}
-    loc = [str(part) for part in first.get("loc", ()) if part not in ("query", "path", "body")]
-    param = ".".join(loc) or None
-    message = f"{param or 'the request'}: {first.get('msg', 'invalid value')}"
+    param, problem = first_problem(exc.errors())
+    message = f"{param or 'the request'}: {problem}"
     return plain_error(422, message, "invalid_value", param=param)
 
 

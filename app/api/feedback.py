@@ -25,6 +25,7 @@ from starlette.routing import Route
 
 from app.api.admin import audit
 from app.api.entries import exact_store, remove_entries
+from app.api.errors import first_problem
 from app.api.json import json_response
 from app.gateway import Gateway, gateway_of
 from deja.cache.keys import ENTRY_ID
@@ -79,9 +80,8 @@ def parse_feedback(raw: bytes) -> Feedback:
     try:
         return Feedback.model_validate(parse_json(raw))
     except ValidationError as exc:
-        first = exc.errors()[0]
-        field = ".".join(str(part) for part in first["loc"]) or None
-        raise InvalidRequestError(f"Invalid '{field}': {first['msg']}.", param=field) from exc
+        field, problem = first_problem(exc.errors())
+        raise InvalidRequestError(f"Invalid '{field}': {problem}.", param=field) from exc
 
 
 async def feedback(request: Request) -> Response:
