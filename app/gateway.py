@@ -30,7 +30,7 @@ from app.wiring.stores import (
 from app.wiring.tenancy import client_keys, rate_limiter, threshold_store
 from app.wiring.vectors import VectorBackend
 from config.settings import ConfigError, Settings
-from deja.cache.exact.base import ExactStore
+from deja.cache.exact.aliases import AliasedStore
 from deja.corpus.base import DocumentChange
 from deja.corpus.provenance import stale_answers
 from deja.corpus.service import Corpora
@@ -71,7 +71,7 @@ class Gateway:
     settings: Settings
     upstream: Upstream
     discovery: ModelDiscovery
-    exact: ExactStore | None
+    exact: AliasedStore | None
     semantic: SemanticCache | None
     #: The semantic lookup (step 4) over ``semantic``, with its checks (the admin reads them).
     semantic_step: SemanticStep | None

@@ -157,6 +157,12 @@ class CacheSettings(BaseModel):
         description="Lower edge of the judge's grey zone, as a precision target: candidates "
         "scoring between its cut-off and the request's are judged.",
     )
+    semantic_promote: bool = Field(
+        True,
+        description="Add a grey-zone question the judge calls the same to the entry it "
+        "matched, as an alias (its exact key and vector serve the entry's answer); a tenant's "
+        "promote in the keys file overrides it.",
+    )
     semantic_judge_timeout_seconds: PositiveFloat = Field(
         2.0, description="Budget of one judge call (sync mode: added to the lookup)."
     )

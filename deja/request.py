@@ -68,6 +68,9 @@ class GatewayRequest:
     tenant_threshold: float | None = None
     #: The tenant shares its vLLM prefix cache with others (no tenant ``cache_salt``).
     share_prefix_cache: bool = False
+    #: Judged paraphrases of this request may become aliases (the gateway's
+    #: ``semantic_promote``, unless the tenant's ``promote`` says otherwise).
+    promote: bool = True
     #: ``X-Request-Id`` from the client, or one deja made; echoed and logged.
     request_id: str = ""
     #: The corpus this request retrieves from on a miss (``X-Deja-Corpus``, else the tenant's,

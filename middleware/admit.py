@@ -230,6 +230,7 @@ class AdmitStep:
             cache=tenant.cache is not False,
             tenant_threshold=tenant.threshold,
             share_prefix_cache=tenant.share_prefix_cache,
+            promote=settings.semantic_promote if tenant.promote is None else tenant.promote,
             corpus=headers.get(CORPUS_HEADER) or tenant.corpus,
             model_corpus=settings.rag_model_corpus,
             default_corpus=settings.rag_default_corpus,

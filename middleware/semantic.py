@@ -35,8 +35,9 @@ from deja.outage import Outage
 from deja.request import GatewayRequest, Outcome
 from deja.semantic.cache import SEMANTIC_ERRORS, SemanticCache
 from deja.semantic.cutoffs import CalibrationTable
-from deja.semantic.index import ScoredPoint
+from deja.semantic.index import ALIAS_FIELD, ScoredPoint
 from deja.semantic.judge import Judge
+from deja.semantic.promote import Promoter
 from deja.semantic.scope import ContextRule, SemanticQuery, semantic_query
 from deja.semantic.shadow import ShadowChecks
 from deja.semantic.verifier import Scored, Verifier, mismatches, rank, same_words, verify
@@ -82,6 +83,7 @@ class Checks:
     judge_floor: float = 0.80
     shadow: ShadowChecks | None = None
     classifier: TemporalClassifier | None = None
+    promoter: Promoter | None = None
 
 
 class SemanticStep:
@@ -228,16 +230,42 @@ class SemanticStep:
     async def ask_judge(
         self, judge: Judge, req: GatewayRequest, lookup: Lookup, query: SemanticQuery, cand: Scored
     ) -> Lookup:
+        """A grey-zone candidate: served on a "same" verdict (known, or sync mode's call), and
+        promoted to an alias in the background (async mode: once the verdict is in)."""
+        promote = self.promotion(req, lookup, query, cand)
         verdict = judge.known(query.text, cand.question, req.model)
         if verdict is None and judge.mode == "sync":
             verdict = await judge.verdict(query.text, cand.question, req.model)
         elif verdict is None:
-            judge.judge_later(query.text, cand.question, req.model, self._spawn)
+            judge.judge_later(query.text, cand.question, req.model, self._spawn, then=promote)
+            return dataclasses.replace(lookup, judged=promote is not None)
         if not verdict:
             return lookup
         orphans: set[str] = set()
         hit = await self.serve(req, lookup, cand, orphans)
-        return hit if hit.answer is not None else without(lookup, [cand], orphans)
+        if hit.answer is None:
+            return without(lookup, [cand], orphans)
+        if promote is not None:
+            self._spawn(promote())
+        return hit
+
+    def promotion(
+        self, req: GatewayRequest, lookup: Lookup, query: SemanticQuery, cand: Scored
+    ) -> Callable[[], Coroutine[Any, Any, None]] | None:
+        """The promotion of this request's question onto the candidate's entry (the entry an
+        alias candidate stands for), or None: promotion off (the gateway's or the tenant's
+        setting) or a request whose answer may not be stored under its key."""
+        promoter = self.checks.promoter
+        key = lookup.entry_id
+        if promoter is None or not req.promote or key is None or not lookup.storable:
+            return None
+        entry_id = str(cand.point.payload.get(ALIAS_FIELD) or cand.point.entry_id)
+        vector = lookup.vector
+
+        async def promote() -> None:
+            await promoter.promote(query, key, vector, entry_id)
+
+        return promote
 
     async def serve(
         self, req: GatewayRequest, lookup: Lookup, cand: Scored, orphans: set[str]

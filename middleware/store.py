@@ -11,8 +11,8 @@ import asyncio
 import dataclasses
 from typing import Any
 
-from deja.cache.entry import CachedAnswer
-from deja.cache.exact.base import ExactStore
+from deja.cache.entry import CachedAnswer, source_keys
+from deja.cache.exact.aliases import AliasedStore
 from deja.errors import CacheUnavailableError
 from deja.observability.metrics import Metrics
 from deja.observability.tracing import Tracing
@@ -29,7 +29,7 @@ class StoreStep:
 
     def __init__(
         self,
-        exact: ExactStore,
+        exact: AliasedStore,
         metrics: Metrics,
         tracing: Tracing,
         background: BackgroundTasks,
@@ -84,7 +84,11 @@ class StoreStep:
         )
         with self.tracing.span("deja.store"):
             try:
-                await self.exact.set(entry_id, answer, ttl)
+                if lookup.judged:  # promoted meanwhile: the entry's answer stays
+                    if not await self.exact.set_unless_alias(entry_id, answer, ttl):
+                        return
+                else:
+                    await self.exact.set(entry_id, answer, ttl)
             except CacheUnavailableError:
                 self.metrics.count(self.metrics.store_errors, "exact")
                 return  # already logged by the store; the answer was served regardless
@@ -97,7 +101,7 @@ class StoreStep:
                     vector=lookup.vector,
                     created_at=answer.created_at,
                     ttl=ttl,
-                    sources=[f"{r['corpus']}/{r['document']}" for r in sources or ()],
+                    sources=source_keys(sources),
                 )
             except SEMANTIC_ERRORS as exc:
                 self.metrics.count(self.metrics.store_errors, "semantic")

@@ -30,6 +30,7 @@ from deja.errors import (
     describe,
 )
 from deja.semantic.cache import SEMANTIC_ERRORS
+from deja.semantic.index import ALIAS_FIELD
 
 router = APIRouter(prefix="/admin")
 
@@ -40,9 +41,12 @@ QUERY_CANDIDATES = 1000
 DRY_RUN_ROWS = 100
 
 
-async def _entries(gateway: Gateway) -> list[StoredEntry]:
-    # A failing store raises CacheUnavailableError: a 503, never the admin's fault.
-    return await exact_store(gateway).scan()
+async def _entries(gateway: Gateway, *, aliases: bool = False) -> list[StoredEntry]:
+    """Every entry (an alias goes with its entry: listed, invalidated and flushed with it);
+    with ``aliases``, the alias records too. A failing store raises CacheUnavailableError: a
+    503, never the admin's fault."""
+    found = await exact_store(gateway).scan()
+    return found if aliases else [e for e in found if e.answer.alias_of is None]
 
 
 async def _similar(gateway: Gateway, query: str, match: dict[str, str]) -> dict[str, float]:
@@ -57,7 +61,11 @@ async def _similar(gateway: Gateway, query: str, match: dict[str, str]) -> dict[
         )
     except SEMANTIC_ERRORS as exc:  # a dependency failed: 503, not the admin's fault
         raise VectorStoreError(f"the semantic layer failed: {describe(exc)}") from exc
-    return {p.entry_id: p.score for p in points}
+    scores: dict[str, float] = {}
+    for p in points:  # an alias's vector finds its entry
+        entry_id = str(p.payload.get(ALIAS_FIELD) or p.entry_id)
+        scores[entry_id] = max(p.score, scores.get(entry_id, -1.0))
+    return scores
 
 
 def _describe(entry: StoredEntry, similarity: float | None = None) -> dict[str, Any]:
@@ -73,6 +81,8 @@ def _describe(entry: StoredEntry, similarity: float | None = None) -> dict[str, 
         "expires_at": a.expires_at,
         "hits": entry.hits,
         "similarity": None if similarity is None else round(similarity, 4),
+        "alias_of": a.alias_of,
+        "alias_count": len(a.aliases or ()),
     }
 
 
@@ -126,7 +136,8 @@ async def list_entries(
     q: str | None = None,
     limit: int = Query(50, ge=1, le=1000),
 ) -> Response:
-    """Browse entries, newest first; with ``q``, ranked by similarity to it."""
+    """Browse entries, newest first; with ``q``, ranked by similarity to it (through their
+    aliases' questions too). Aliases are listed with their entry (``GET .../{id}``)."""
     entries = [e for e in await _entries(gateway) if tenant is None or e.answer.tenant == tenant]
     if q:
         scores = await _similar(gateway, q, {"tenant": tenant} if tenant else {})
@@ -143,18 +154,26 @@ async def list_entries(
 
 @router.get("/cache/entries/{entry_id}")
 async def get_entry(entry_id: str, gateway: Admin) -> Response:
-    """One entry: the stored answer with its hits, age and remaining TTL (an admin-time scan,
-    like the listing: the hit count lives beside the answer)."""
+    """One entry: the stored answer with its hits, age and remaining TTL, and its aliases
+    (the questions promoted onto it, each with its own hits); an alias's id gives the alias
+    record, whose ``alias_of`` names the entry. An admin-time scan, like the listing: the hit
+    count lives beside the answer."""
     if not ENTRY_ID.fullmatch(entry_id):
         raise NotFoundError(f"no cache entry {entry_id}")
-    found = [e for e in await _entries(gateway) if e.answer.entry_id == entry_id]
+    entries = await _entries(gateway, aliases=True)
+    found = [e for e in entries if e.answer.entry_id == entry_id]
     if not found:
         raise NotFoundError(f"no cache entry {entry_id}")
     entry, now = found[0], time.time()
     answer = entry.answer
+    aliases = sorted(
+        (e for e in entries if e.answer.alias_of == entry_id and answer.alias_of is None),
+        key=lambda e: e.answer.entry_id,
+    )
     return json_response(
         {
             **_describe(entry),
+            "aliases": [_describe(e) for e in aliases],
             "age_seconds": round(answer.age(now), 3),
             "ttl_seconds": round(max(0.0, answer.expires_at - now), 3)
             if answer.expires_at

@@ -8,7 +8,9 @@ one, so an entry's existence does not leak. The call takes the tenant's rate lim
 request. ``wrong`` removes the entry from both layers at once
 (:func:`app.api.entries.remove_entries`: no process serves it once the call returns), also when
 the answer was served as a semantic hit for another question (issue 24 asks for that; the
-answer is not trusted for its own question any more either); ``right`` changes nothing. Both
+answer is not trusted for its own question any more either). An alias (``X-Deja-Entry`` of an
+answer served through a promoted paraphrase) is removed alone: the answer was wrong for that
+question, not for the entry's own. ``right`` changes nothing. Both
 are counted (``deja_feedback_total{verdict,source}``) and written to the audit trail, naming
 the key.
 """

@@ -9,7 +9,7 @@ from typing import BinaryIO
 from app.wiring.semantic import temporal_detector
 from app.wiring.stores import flight_lock
 from config.settings import Settings
-from deja.cache.exact.base import ExactStore
+from deja.cache.exact.aliases import AliasedStore
 from deja.diskspace import DiskSpace
 from deja.observability.accesslog import AccessLog
 from deja.upstream.prefix import PrefixConfig
@@ -44,7 +44,7 @@ async def open_pipeline(
     *,
     semantic: SemanticStep | None,
     observability: Observability,
-    exact: ExactStore | None,
+    exact: AliasedStore | None,
     upstream: Upstream,
     background: BackgroundTasks,
     retrieve: RetrieveStep | None,

@@ -13,7 +13,7 @@ from pathlib import Path
 from app.wiring.vectors import VectorBackend
 from config.problems import Problem
 from config.settings import ConfigError, Settings
-from deja.cache.exact.base import ExactStore
+from deja.cache.exact.aliases import AliasedStore
 from deja.embedding.base import Embedder
 from deja.errors import VerifierError
 from deja.observability.lookups import RecentLookups
@@ -24,6 +24,7 @@ from deja.semantic.crossencoder import MODEL_FILE, SHIPPED_DIR, check_sums, load
 from deja.semantic.cutoffs import CALIBRATION_FILE, CalibrationTable, load_table
 from deja.semantic.index import QUESTIONS, VectorStore
 from deja.semantic.judge import Judge
+from deja.semantic.promote import Promoter
 from deja.semantic.shadow import ShadowChecks
 from deja.semantic.verifier import Verifier
 from deja.temporal.classifier import load_classifier
@@ -223,7 +224,7 @@ class SemanticParts:
     """What the semantic step is built from."""
 
     cache: SemanticCache | None
-    exact: ExactStore | None
+    exact: AliasedStore | None
     upstream: Upstream
     verifier: Verifier | None = None
     table: CalibrationTable | None = None
@@ -235,7 +236,7 @@ class SemanticParts:
         settings: Settings,
         metrics: Metrics,
         tracing: Tracing,
-        exact: ExactStore | None,
+        exact: AliasedStore | None,
         upstream: Upstream,
         embedder: Embedder | None,
         vectors: VectorBackend,
@@ -296,4 +297,5 @@ class SemanticParts:
             judge_floor=settings.semantic_judge_floor,
             shadow=shadow,
             classifier=classifier,
+            promoter=Promoter(self.exact, self.cache, metrics) if judge is not None else None,
         )

@@ -13,6 +13,7 @@ from contextlib import AsyncExitStack
 from typing import Literal
 
 from config.settings import ConfigError, Settings
+from deja.cache.exact.aliases import AliasedStore
 from deja.cache.exact.base import ExactStore
 from deja.cache.exact.disk import FILE_NAME as DISK_FILE
 from deja.cache.exact.disk import SqliteExactStore
@@ -121,8 +122,9 @@ async def flight_lock(stack: AsyncExitStack, settings: Settings) -> FlightLock |
 
 async def exact_store(
     stack: AsyncExitStack, settings: Settings, redis: RedisClient | None
-) -> ExactStore | None:
-    """The store ``exact_kind`` chose, opened, with its close registered on ``stack``."""
+) -> AliasedStore | None:
+    """The store ``exact_kind`` chose, opened, with its close registered on ``stack``, behind
+    the one view that knows aliases."""
     kind = exact_kind(settings)
     if kind is None:
         return None
@@ -159,4 +161,4 @@ async def exact_store(
         await tiered.open()
         store = tiered
     stack.push_async_callback(store.close)
-    return store
+    return AliasedStore(store)

@@ -44,6 +44,12 @@ class CachedAnswer:
     #: ``/v1/embeddings``: the replica's ``data`` list (the vectors, in the encoding the
     #: request asked for, which is part of the key); None for a generation answer.
     data: list[Any] | None = None
+    #: On an alias (``deja.cache.exact.aliases``): the entry id whose answer this question is
+    #: served; the record holds no answer of its own. On an alias resolved for serving: the
+    #: entry it stands for (``entry_id`` is then the alias's own key).
+    alias_of: str | None = None
+    #: On an entry: the keys of its aliases, oldest first (for removal and listing).
+    aliases: list[str] | None = None
 
     def to_bytes(self) -> bytes:
         return orjson.dumps(asdict(self))
@@ -58,6 +64,12 @@ class CachedAnswer:
     def older_than(self, max_age: float | None) -> bool:
         """True when a ``Cache-Control: max-age`` rules this answer out."""
         return max_age is not None and self.age(time.time()) > max_age
+
+
+def source_keys(sources: list[dict[str, Any]] | None) -> list[str]:
+    """The ``corpus/document`` keys of a RAG answer's sources (``CachedAnswer.sources``), in
+    order: what the vector payload indexes and provenance invalidation matches."""
+    return [f"{r.get('corpus')}/{r.get('document')}" for r in sources or ()]
 
 
 def answer_from_json(

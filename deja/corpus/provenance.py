@@ -14,15 +14,10 @@ import time
 from collections import defaultdict
 from collections.abc import Iterable
 
-from deja.cache.entry import CachedAnswer
+from deja.cache.entry import source_keys
 from deja.cache.exact.base import ExactStore
 from deja.corpus.base import DocumentChange
 from deja.semantic.index import VectorStore
-
-
-def source_keys(answer: CachedAnswer) -> set[str]:
-    """The ``corpus/document`` keys an answer was built from."""
-    return {f"{r.get('corpus')}/{r.get('document')}" for r in answer.sources or ()}
 
 
 async def near_questions(
@@ -74,7 +69,7 @@ async def stale_answers(
         for entry in await exact.scan():
             answer = entry.answer
             changed = by_tenant.get(answer.tenant)
-            if changed and source_keys(answer) & changed:
+            if changed and set(source_keys(answer.sources)) & changed:
                 ids.add(answer.entry_id)
     if remove and ids:
         if vectors is not None:

@@ -148,6 +148,13 @@ class Metrics:
         self.judge_tokens = Counter(
             "deja_judge_tokens", "Prompt and completion tokens spent on judge calls", registry=r
         )
+        self.promotions = Counter(
+            "deja_promotions",
+            "Judged paraphrases promoted to aliases of an entry, by outcome (promoted, "
+            "exact_only: its vector failed, skipped: no entry to promote onto, failed)",
+            ["outcome"],
+            registry=r,
+        )
         self.shadow_checks = Counter(
             "deja_shadow_checks",
             "Semantic hits re-asked in the background, by similarity band and verdict",

@@ -10,10 +10,11 @@ import logging
 import time
 from collections.abc import Callable
 
+from deja.cache.entry import CachedAnswer, source_keys
 from deja.embedding.base import Embedder
 from deja.errors import EmbedderError, VectorStoreError, VerifierError
 from deja.observability.tracing import Tracing
-from deja.semantic.index import SOURCES_FIELD, ScoredPoint, VectorPoint, VectorStore
+from deja.semantic.index import ALIAS_FIELD, SOURCES_FIELD, ScoredPoint, VectorPoint, VectorStore
 from deja.semantic.scope import SemanticQuery
 
 log = logging.getLogger("deja.semantic")
@@ -68,18 +69,43 @@ class SemanticCache:
         the ``corpus/document`` keys of a RAG answer's sources."""
         if vector is None:
             vector = await self.embedder.embed(query.text)
+        await self.store.upsert(
+            [self.point(query, entry_id, vector, created_at, created_at + ttl, sources)]
+        )
+
+    async def add_alias(
+        self, query: SemanticQuery, *, key: str, vector: list[float] | None, entry: CachedAnswer
+    ) -> None:
+        """Index ``query`` as an alias of ``entry`` under its own key: it inherits the entry's
+        age, expiry and sources (``deja.cache.exact.aliases``)."""
+        if vector is None:
+            vector = await self.embedder.embed(query.text)
+        sources = source_keys(entry.sources)
+        point = self.point(query, key, vector, entry.created_at, entry.expires_at, sources)
+        point.extra[ALIAS_FIELD] = entry.entry_id
+        await self.store.upsert([point])
+
+    def point(
+        self,
+        query: SemanticQuery,
+        entry_id: str,
+        vector: list[float],
+        created_at: float,
+        expires_at: float,
+        sources: list[str] | None,
+    ) -> VectorPoint:
         point = VectorPoint(
             entry_id=entry_id,
             vector=vector,
             scope=query.scope,
             question=query.text,
             created_at=created_at,
-            expires_at=created_at + ttl,
+            expires_at=expires_at,
             extra={"embedder": self.embedder.model_id, "dim": self.embedder.dim},
         )
         if sources:
             point.extra[SOURCES_FIELD] = sources
-        await self.store.upsert([point])
+        return point
 
     async def sweep(self) -> int:
         """Delete expired points; returns how many went."""

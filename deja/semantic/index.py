@@ -28,6 +28,8 @@ from deja.vectors.filters import Filter, Match, MatchAny, Range, all_of, matches
 SCOPE_FIELDS: tuple[str, ...] = ("tenant", "namespace", "model", "params_hash", "context_hash")
 #: Keyword payload index on the provenance of RAG answers: ``corpus/document`` of each source.
 SOURCES_FIELD = "sources"
+#: Payload key of an alias's entry id (a promoted paraphrase, ``deja.cache.exact.aliases``).
+ALIAS_FIELD = "alias_of"
 #: Payload key of the compound scope keyword (stored with each point, stripped from results).
 SCOPE_KEY_FIELD = "scope_key"
 #: The cache's schema: collections ``deja_<embedder>_<dim>``, and their payload indexes.

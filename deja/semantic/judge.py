@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections import OrderedDict
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Literal
 
 import orjson
@@ -202,11 +202,13 @@ class Judge:
         cached: str,
         model: str,
         spawn: Callable[[Coroutine[Any, Any, None]], object],
+        then: Callable[[], Awaitable[object]] | None = None,
     ) -> None:
         """Async mode: have ``spawn`` run :meth:`verdict` in the background, so its result is
-        :meth:`known` next time. Nothing is spawned in mode ``off``, when the verdict is already
-        known, or while a call for the same pair is pending; ``spawn`` must run the coroutine
-        (e.g. the gateway's background task set), or the pair stays pending.
+        :meth:`known` next time, and ``then`` after a "same" verdict (promotion). Nothing is
+        spawned in mode ``off``, when the verdict is already known, or while a call for the
+        same pair is pending; ``spawn`` must run the coroutine (e.g. the gateway's background
+        task set), or the pair stays pending.
         """
         if self.mode == "off":
             return
@@ -214,7 +216,7 @@ class Judge:
         if key in self._pending or key in self._verdicts:
             return
         self._pending.add(key)
-        job = self._in_background(key, query, cached, model)
+        job = self._in_background(key, query, cached, model, then)
         try:
             spawn(job)
         except BaseException:
@@ -222,8 +224,17 @@ class Judge:
             job.close()
             raise
 
-    async def _in_background(self, key: _Key, query: str, cached: str, model: str) -> None:
+    async def _in_background(
+        self,
+        key: _Key,
+        query: str,
+        cached: str,
+        model: str,
+        then: Callable[[], Awaitable[object]] | None,
+    ) -> None:
         try:
-            await self.verdict(query, cached, model)
+            same = await self.verdict(query, cached, model)
         finally:
             self._pending.discard(key)
+        if same and then is not None:
+            await then()

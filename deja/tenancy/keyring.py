@@ -55,6 +55,9 @@ class Tenant:
     #: Opt out of the per-tenant vLLM ``cache_salt``: the tenant's prompts may share cached
     #: blocks with other tenants' (a deliberately shared system prompt).
     share_prefix_cache: bool = False
+    #: Judged paraphrases of this tenant's questions become aliases (None: the gateway's
+    #: ``semantic_promote``).
+    promote: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,11 +190,18 @@ def keyring_from_document(doc: dict[str, Any], path: Path) -> KeyRing:
                 corpus=None if spec.get("corpus") is None else str(spec["corpus"]),
                 rag_on_failure=_rag_on_failure(spec.get("rag_on_failure")),
                 share_prefix_cache=spec.get("share_prefix_cache") is True,
+                promote=_optional_bool(spec.get("promote"), "promote"),
             )
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"tenant {name!r} in {path}: {exc}") from exc
         tenants[str(name)] = (tenant, hashes)
     return KeyRing(tenants, closed=True)
+
+
+def _optional_bool(value: Any, name: str) -> bool | None:
+    if value is None or isinstance(value, bool):
+        return value
+    raise ValueError(f"{name} must be true or false, got {value!r}")
 
 
 def _rag_on_failure(value: Any) -> Literal["answer", "error"] | None:

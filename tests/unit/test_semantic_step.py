@@ -212,7 +212,9 @@ class FakeJudge:
         self.asked.append((query, cached))
         return self.answer
 
-    def judge_later(self, query: str, cached: str, model: str, spawn: Any) -> None:
+    def judge_later(
+        self, query: str, cached: str, model: str, spawn: Any, then: Any = None
+    ) -> None:
         self.later.append((query, cached))
 
 
