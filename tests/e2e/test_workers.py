@@ -33,8 +33,8 @@ def env_for(tmp_path: Path, **extra: str) -> dict[str, str]:
         DEJA_ADMIN_KEY="adm",
         DEJA_SEMANTIC_ENABLED="false",
         DEJA_CORPORA_ENABLED="false",
-        **extra,
     )
+    env.update(extra)
     return env
 
 
