@@ -176,8 +176,10 @@ class Gateway:
         corpora = await open_corpora(stack, settings, embedder, metrics, vectors)
         thresholds = parts.thresholds(settings, metrics)
         background = background_tasks(stack)
-        recent = RecentLookups()
-        semantic = semantic_step(settings, parts, thresholds, metrics, background, recent)
+        recent, audit_trail = RecentLookups(), AuditTrail()
+        semantic = semantic_step(
+            settings, parts, thresholds, metrics, background, recent, audit_trail
+        )
         pipeline = await open_pipeline(
             stack,
             settings,
@@ -206,6 +208,7 @@ class Gateway:
             monitor=replicas.monitor,
             timeline=_timeline(settings, pipeline, metrics, replicas.upstream.pool),
             recent=recent,
+            audit_trail=audit_trail,
             reload=reload,
             background=background,
             corpora=corpora,

@@ -23,9 +23,7 @@ import asyncio
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any
 
 from deja.cache.exact.base import ExactStore
 from deja.errors import CacheUnavailableError, EmbedderError, VerifierError
@@ -35,14 +33,16 @@ from deja.outage import Outage
 from deja.request import GatewayRequest, Outcome
 from deja.semantic.cache import SEMANTIC_ERRORS, SemanticCache
 from deja.semantic.cutoffs import CalibrationTable
-from deja.semantic.index import ALIAS_FIELD, ScoredPoint
+from deja.semantic.index import ScoredPoint
 from deja.semantic.judge import Judge
+from deja.semantic.learning import Learning
 from deja.semantic.promote import Promoter
 from deja.semantic.scope import ContextRule, SemanticQuery, semantic_query
 from deja.semantic.shadow import ShadowChecks
 from deja.semantic.verifier import Scored, Verifier, mismatches, rank, same_words, verify
 from deja.temporal.classifier import TemporalClassifier
 from deja.tenancy.thresholds import Thresholds
+from middleware.greyzone import GreyZone, Spawn, entry_of
 from middleware.lookup import Lookup
 from middleware.slots import LookupSlots
 
@@ -51,9 +51,6 @@ log = logging.getLogger("deja.pipeline")
 #: How long a background embedding (a shed or failed lookup's, before its answer is stored)
 #: waits for a slot; past it, the answer is not stored.
 SETTLE_WAIT_SECONDS = 30.0
-
-Spawn = Callable[[Coroutine[Any, Any, None]], object]
-
 
 @dataclass(frozen=True, slots=True)
 class SemanticSettings:
@@ -84,6 +81,7 @@ class Checks:
     shadow: ShadowChecks | None = None
     classifier: TemporalClassifier | None = None
     promoter: Promoter | None = None
+    learning: Learning | None = None
 
 
 class SemanticStep:
@@ -113,6 +111,12 @@ class SemanticStep:
             log, "semantic layer skipped (serving as miss)", "semantic layer answering again"
         )
         self.slots = LookupSlots(settings.max_pending, settings.queue_wait)
+        judge = self.checks.judge
+        self.grey = (
+            None
+            if judge is None
+            else GreyZone(judge, spawn, self.checks.promoter, self.checks.learning)
+        )
 
     async def lookup(self, req: GatewayRequest, lookup: Lookup) -> Lookup:
         """A semantic hit, or ``lookup`` with what storing the answer later needs."""
@@ -207,65 +211,36 @@ class SemanticStep:
         if ranked[0].score is None or table is None:  # cosine alone (or measured skip)
             hit = await self.serve(req, lookup, ranked[0], orphans)
             return hit if hit.answer is not None else without(lookup, ranked, orphans)
-        target = self.thresholds.precision.resolve(req.tenant, req.model)
+        learning = self.checks.learning
+        if learning is not None:
+            target = learning.target(req.tenant, req.model)
+        else:
+            target = self.thresholds.precision.resolve(req.tenant, req.model)
         tau = table.tau(target)
-        for candidate in ranked:
-            if (candidate.score or 0.0) < tau:
-                break
-            hit = await self.serve(req, lookup, candidate, orphans)
-            if hit.answer is not None:
-                return hit
+        cuts = [
+            tau if learning is None else learning.cutoff(entry_of(c), tau, target) for c in ranked
+        ]
+        for candidate, cut in zip(ranked, cuts, strict=True):
+            if (candidate.score or 0.0) >= cut:
+                hit = await self.serve(req, lookup, candidate, orphans)
+                if hit.answer is not None:
+                    return hit
         lookup = without(lookup, ranked, orphans)
-        judge = self.checks.judge
-        if judge is None:
+        if self.grey is None:
             return lookup
         low = table.tau(min(self.checks.judge_floor, target))
-        grey = [
-            c for c in ranked if low <= (c.score or 0.0) < tau and c.point.entry_id not in orphans
+        grey = [  # an entry judged wrong at a score is not judged again under it (cut > tau)
+            c
+            for c, cut in zip(ranked, cuts, strict=True)
+            if low <= (c.score or 0.0) < cut <= tau and c.point.entry_id not in orphans
         ]
         if not grey:
             return lookup
-        return await self.ask_judge(judge, req, lookup, query, grey[0])
-
-    async def ask_judge(
-        self, judge: Judge, req: GatewayRequest, lookup: Lookup, query: SemanticQuery, cand: Scored
-    ) -> Lookup:
-        """A grey-zone candidate: served on a "same" verdict (known, or sync mode's call), and
-        promoted to an alias in the background (async mode: once the verdict is in)."""
-        promote = self.promotion(req, lookup, query, cand)
-        verdict = judge.known(query.text, cand.question, req.model)
-        if verdict is None and judge.mode == "sync":
-            verdict = await judge.verdict(query.text, cand.question, req.model)
-        elif verdict is None:
-            judge.judge_later(query.text, cand.question, req.model, self._spawn, then=promote)
-            return dataclasses.replace(lookup, judged=promote is not None)
+        verdict, lookup = await self.grey.ask(req, lookup, query, grey[0])
         if not verdict:
             return lookup
-        orphans: set[str] = set()
-        hit = await self.serve(req, lookup, cand, orphans)
-        if hit.answer is None:
-            return without(lookup, [cand], orphans)
-        if promote is not None:
-            self._spawn(promote())
-        return hit
-
-    def promotion(
-        self, req: GatewayRequest, lookup: Lookup, query: SemanticQuery, cand: Scored
-    ) -> Callable[[], Coroutine[Any, Any, None]] | None:
-        """The promotion of this request's question onto the candidate's entry (the entry an
-        alias candidate stands for), or None: promotion off (the gateway's or the tenant's
-        setting) or a request whose answer may not be stored under its key."""
-        promoter = self.checks.promoter
-        key = lookup.entry_id
-        if promoter is None or not req.promote or key is None or not lookup.storable:
-            return None
-        entry_id = str(cand.point.payload.get(ALIAS_FIELD) or cand.point.entry_id)
-        vector = lookup.vector
-
-        async def promote() -> None:
-            await promoter.promote(query, key, vector, entry_id)
-
-        return promote
+        hit = await self.serve(req, lookup, grey[0], orphans)
+        return hit if hit.answer is not None else without(lookup, [grey[0]], orphans)
 
     async def serve(
         self, req: GatewayRequest, lookup: Lookup, cand: Scored, orphans: set[str]
@@ -284,7 +259,7 @@ class SemanticStep:
             self._spawn(self.forget(point.entry_id))
             return lookup
         if self.checks.shadow is not None:
-            self.checks.shadow.maybe_check(req, answer, point.score)
+            self.checks.shadow.maybe_check(req, answer, point.score, cand.score)
         return dataclasses.replace(
             lookup,
             outcome=Outcome.SEMANTIC,

@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import logging
 import time
 from typing import Annotated, Any
 
-import orjson
 from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, Field
 from starlette.responses import Response
@@ -79,12 +77,9 @@ def audit(gateway: Gateway, action: str, *, who: str | None = None, **details: A
             else "-"
         )
     gateway.metrics.count(gateway.metrics.admin_actions, action)
-    record = {"at": round(time.time(), 3), "who": who, "action": action, **details}
-    audit_log.info(orjson.dumps(record).decode())
-    gateway.audit_trail.add(record)
+    gateway.audit_trail.write(action, who, **details)
 
 
-audit_log = logging.getLogger("deja.audit")
 Admin = Annotated[Gateway, Depends(require_admin)]
 router = APIRouter(prefix="/admin")
 

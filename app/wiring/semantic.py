@@ -9,23 +9,30 @@ import re
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from app.wiring.vectors import VectorBackend
 from config.problems import Problem
 from config.settings import ConfigError, Settings
+from deja.cache.entry import CachedAnswer
 from deja.cache.exact.aliases import AliasedStore
 from deja.embedding.base import Embedder
 from deja.errors import VerifierError
+from deja.observability.audit import AuditTrail
 from deja.observability.lookups import RecentLookups
 from deja.observability.metrics import Metrics
 from deja.observability.tracing import Tracing
+from deja.request import GatewayRequest
 from deja.semantic.cache import SemanticCache
+from deja.semantic.correction import Correction
 from deja.semantic.crossencoder import MODEL_FILE, SHIPPED_DIR, check_sums, load_verifier
 from deja.semantic.cutoffs import CALIBRATION_FILE, CalibrationTable, load_table
+from deja.semantic.evidence import Evidence
 from deja.semantic.index import QUESTIONS, VectorStore
 from deja.semantic.judge import Judge
+from deja.semantic.learning import Learning
 from deja.semantic.promote import Promoter
-from deja.semantic.shadow import ShadowChecks
+from deja.semantic.shadow import OnVerdict, ShadowChecks
 from deja.semantic.verifier import Verifier
 from deja.temporal.classifier import load_classifier
 from deja.temporal.rules import TemporalDetector
@@ -188,17 +195,39 @@ def open_verifier(
     return verifier, table
 
 
+def learning(
+    settings: Settings,
+    parts: SemanticParts,
+    thresholds: Thresholds,
+    metrics: Metrics,
+    audit: AuditTrail,
+) -> Learning | None:
+    """Evidence per entry and live precision per tenant; only with a calibration table (the
+    cut-offs they move are its)."""
+    if parts.table is None:
+        return None
+
+    def moved(move: dict[str, Any]) -> None:
+        metrics.precision_corrections.inc()
+        audit.write("semantic.correction", "deja", **move)
+
+    correction = Correction(high=parts.table.targets[1], on_move=moved)
+    return Learning(Evidence(), correction, thresholds, parts.table, settings.semantic_judge_floor)
+
+
 def semantic_step(
     settings: Settings,
     parts: SemanticParts,
     thresholds: Thresholds,
     metrics: Metrics,
     background: BackgroundTasks,
-    recent: RecentLookups | None = None,
+    recent: RecentLookups,
+    audit: AuditTrail,
 ) -> SemanticStep | None:
     if parts.cache is None or parts.exact is None:
         return None
-    checks = parts.checks(settings, metrics, background)
+    learnt = learning(settings, parts, thresholds, metrics, audit)
+    checks = parts.checks(settings, metrics, background, learnt)
     top_k = settings.semantic_top_k or (checks.table.k if checks.table is not None else 1)
     return SemanticStep(
         parts.cache,
@@ -265,7 +294,13 @@ class SemanticParts:
             return settings.semantic_threshold
         return self.table.cosine_floor if self.table is not None else COSINE_ONLY_THETA
 
-    def checks(self, settings: Settings, metrics: Metrics, background: BackgroundTasks) -> Checks:
+    def checks(
+        self,
+        settings: Settings,
+        metrics: Metrics,
+        background: BackgroundTasks,
+        learning: Learning | None = None,
+    ) -> Checks:
         assert self.cache is not None and self.exact is not None
         judge = None
         if settings.semantic_judge != "off" and self.table is not None:
@@ -286,6 +321,7 @@ class SemanticParts:
                 exact=self.exact,
                 vectors=self.cache.store,
                 invalidate=settings.semantic_shadow_invalidate,
+                on_verdict=None if learning is None else shadow_verdict(learning),
             )
         classifier = None
         if settings.temporal_bypass:
@@ -298,4 +334,17 @@ class SemanticParts:
             shadow=shadow,
             classifier=classifier,
             promoter=Promoter(self.exact, self.cache, metrics) if judge is not None else None,
+            learning=learning,
         )
+
+
+def shadow_verdict(learning: Learning) -> OnVerdict:
+    """A shadow check's verdict, as the learning loop takes it: about a served hit."""
+
+    def told(req: GatewayRequest, answer: CachedAnswer, score: float | None, agreed: bool) -> None:
+        entry_id = answer.alias_of or answer.entry_id
+        learning.served(
+            req.tenant, req.model, entry_id, score=score, correct=agreed, source="shadow"
+        )
+
+    return told

@@ -7,8 +7,14 @@ durable record, wherever the logs go) and hands the same record here. The ring k
 
 from __future__ import annotations
 
+import logging
+import time
 from collections import deque
 from typing import Any
+
+import orjson
+
+audit_log = logging.getLogger("deja.audit")
 
 #: Actions kept.
 SIZE = 500
@@ -22,6 +28,13 @@ class AuditTrail:
 
     def add(self, record: dict[str, Any]) -> None:
         self._records.append(record)
+
+    def write(self, action: str, who: str, **details: Any) -> dict[str, Any]:
+        """One action: its JSON line on the ``deja.audit`` logger, and the ring."""
+        record = {"at": round(time.time(), 3), "who": who, "action": action, **details}
+        audit_log.info(orjson.dumps(record).decode())
+        self.add(record)
+        return record
 
     def recent(self, limit: int = 100, action: str | None = None) -> list[dict[str, Any]]:
         """Newest first; ``action`` keeps one kind (``cache.invalidate``) or a family

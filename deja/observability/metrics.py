@@ -155,6 +155,11 @@ class Metrics:
             ["outcome"],
             registry=r,
         )
+        self.precision_corrections = Counter(
+            "deja_precision_corrections",
+            "Tenant targets raised because live precision fell under them",
+            registry=r,
+        )
         self.shadow_checks = Counter(
             "deja_shadow_checks",
             "Semantic hits re-asked in the background, by similarity band and verdict",

@@ -202,13 +202,13 @@ class Judge:
         cached: str,
         model: str,
         spawn: Callable[[Coroutine[Any, Any, None]], object],
-        then: Callable[[], Awaitable[object]] | None = None,
+        then: Callable[[bool], Awaitable[object]] | None = None,
     ) -> None:
         """Async mode: have ``spawn`` run :meth:`verdict` in the background, so its result is
-        :meth:`known` next time, and ``then`` after a "same" verdict (promotion). Nothing is
-        spawned in mode ``off``, when the verdict is already known, or while a call for the
-        same pair is pending; ``spawn`` must run the coroutine (e.g. the gateway's background
-        task set), or the pair stays pending.
+        :meth:`known` next time, and then ``then`` with the verdict (learning, promotion).
+        Nothing is spawned in mode ``off``, when the verdict is already known, or while a call
+        for the same pair is pending; ``spawn`` must run the coroutine (e.g. the gateway's
+        background task set), or the pair stays pending.
         """
         if self.mode == "off":
             return
@@ -230,11 +230,11 @@ class Judge:
         query: str,
         cached: str,
         model: str,
-        then: Callable[[], Awaitable[object]] | None,
+        then: Callable[[bool], Awaitable[object]] | None,
     ) -> None:
         try:
             same = await self.verdict(query, cached, model)
         finally:
             self._pending.discard(key)
-        if same and then is not None:
-            await then()
+        if same is not None and then is not None:
+            await then(same)

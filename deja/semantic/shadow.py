@@ -67,6 +67,10 @@ def band(similarity: float) -> str:
     return LOWEST_BAND
 
 
+#: Told each shadow verdict: the request, the answer served, its decision score, agreed.
+OnVerdict = Callable[[GatewayRequest, CachedAnswer, "float | None", bool], None]
+
+
 class AnswerJudge(Protocol):
     """Decides whether two answers to one question say the same thing (e.g. a model-as-judge
     call). None means it could not tell; the check then counts as an error."""
@@ -168,6 +172,7 @@ class ShadowChecks:
         timeout: float = 30.0,
         judge: AnswerJudge | None = None,
         random: Callable[[], float] = _random.random,
+        on_verdict: OnVerdict | None = None,
     ) -> None:
         self.rate = rate
         self.upstream = upstream
@@ -181,20 +186,28 @@ class ShadowChecks:
         self.judge = judge
         self._spawn = spawn
         self._random = random
+        self.on_verdict = on_verdict
         self.checked = 0
         self._tenants: dict[str, Tally] = {}
         self._bands: dict[str, Tally] = {}
 
-    def maybe_check(self, req: GatewayRequest, answer: CachedAnswer, similarity: float) -> bool:
-        """Sample this hit with probability ``rate``; when sampled, start its check in the
-        background and return True. Called on the serving path: never awaits, never raises."""
+    def maybe_check(
+        self,
+        req: GatewayRequest,
+        answer: CachedAnswer,
+        similarity: float,
+        score: float | None = None,
+    ) -> bool:
+        """Sample this hit (served at cosine ``similarity``, decision ``score``) with
+        probability ``rate``; when sampled, start its check in the background and return True.
+        Called on the serving path: never awaits, never raises."""
         try:
             if self.rate <= 0 or self._random() >= self.rate:
                 return False
         except Exception as exc:  # a broken random source must not fail a served hit
             log.debug("shadow sampling failed: %s", describe(exc))
             return False
-        work = self._background(req, answer, similarity)
+        work = self._background(req, answer, similarity, score)
         try:
             self._spawn(work)
         except Exception as exc:  # e.g. no running loop: the hit is served all the same
@@ -203,12 +216,21 @@ class ShadowChecks:
             return False
         return True
 
-    async def _background(self, req: GatewayRequest, answer: CachedAnswer, sim: float) -> None:
-        await self.check(req, answer, sim)
+    async def _background(
+        self, req: GatewayRequest, answer: CachedAnswer, sim: float, score: float | None
+    ) -> None:
+        await self.check(req, answer, sim, score)
 
-    async def check(self, req: GatewayRequest, answer: CachedAnswer, similarity: float) -> str:
+    async def check(
+        self,
+        req: GatewayRequest,
+        answer: CachedAnswer,
+        similarity: float,
+        score: float | None = None,
+    ) -> str:
         """Re-ask ``req``, compare the fresh answer with ``answer``, count and return the
-        verdict: ``"agree"``, ``"disagree"`` or ``"error"`` (any failure; never raises)."""
+        verdict: ``"agree"``, ``"disagree"`` or ``"error"`` (any failure; never raises). An
+        agreement or a disagreement goes to ``on_verdict`` (the learning loop)."""
         verdict: Verdict
         try:
             async with asyncio.timeout(self.timeout):
@@ -217,6 +239,8 @@ class ShadowChecks:
             log.debug("shadow check failed (%s): %s", type(exc).__name__, describe(exc))
             verdict = "error"
         self._record(req.tenant, similarity, verdict)
+        if verdict != "error" and self.on_verdict is not None:
+            self.on_verdict(req, answer, score, verdict == "agree")
         if verdict == "disagree" and self.invalidate:
             await self._invalidate(req, answer, similarity)
         return verdict

@@ -238,9 +238,13 @@ async def test_the_judge_decides_the_grey_zone_only() -> None:
 class FakeShadow:
     def __init__(self) -> None:
         self.seen: list[float] = []
+        self.scores: list[float | None] = []
 
-    def maybe_check(self, req: Any, answer: CachedAnswer, similarity: float) -> bool:
+    def maybe_check(
+        self, req: Any, answer: CachedAnswer, similarity: float, score: float | None = None
+    ) -> bool:
         self.seen.append(similarity)
+        self.scores.append(score)
         return True
 
 
@@ -249,7 +253,7 @@ async def test_hits_are_offered_to_shadow_checks() -> None:
     verifier = FakeVerifier({q.payload["question"]: 0.99 for q in POINTS})
     semantic, _ = step(POINTS, verifier, shadow=shadow)
     assert (await lookup(semantic)).outcome is Outcome.SEMANTIC
-    assert shadow.seen == [0.95]
+    assert shadow.seen == [0.95] and shadow.scores[0] is not None  # the decision score too
 
 
 async def test_cosine_alone_without_a_verifier() -> None:

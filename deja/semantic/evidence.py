@@ -1,0 +1,147 @@
+"""What live verdicts say about each cache entry (issue 24): a bounded record per entry, and
+the cut-off it earns.
+
+A verdict is one observation about an entry's answer served (or judged) for a question at a
+decision score: the shadow re-ask agreed or not, the judge said "same" or not about a
+grey-zone candidate, an app or an admin said right or wrong, an operator labelled the pair. Each
+entry keeps its last ``per_entry`` verdicts; at most ``entries`` entries are remembered (least
+recently told forgotten first). Memory: ~120 bytes a verdict, so the defaults (16 × 20,000)
+stay under 40 MB in the worst case. Evidence is per process and lost at a restart.
+
+**The cut-off model.** Each entry starts at the calibrated τ of the request's target (the table
+fitted offline). Its evidence moves it two ways:
+
+* *down*, into the judge's grey zone, only with enough evidence that the entry's grey-zone
+  answers are right: the verdicts at grey scores (τ_floor ≤ s < τ) are read as draws of a
+  Bernoulli p_e (the precision of this entry's grey-zone hits), with a Beta prior worth
+  ``prior_weight`` observations centred on the judge floor's precision (what the table says of
+  the grey zone as a whole). When the one-sided 95% Wilson lower bound of the posterior mean is
+  at least the request's target, the entry's cut-off is the lowest score at which it was judged
+  right (never under τ_floor). With the defaults and a target of 0.90 that takes about 40
+  "same" verdicts and no "different" one: a rule that rarely fires, by design;
+* *up*, at once: an entry judged wrong at score s is never served again at or under s
+  (``max(τ, s + step)``), whatever its other evidence. Wrong evidence always wins.
+
+**What it guarantees, and on what it rests.** The lowering keeps the entry's grey-zone
+precision at or above the target with 95% confidence *if* its verdicts are right and its future
+grey-zone questions are like the ones judged (exchangeable); a judge of accuracy a < 1 breaks
+the first assumption, which is why the prior is weighted and the bar is the lower bound, not
+the mean. The raising guarantees only monotone safety: a score that once served a wrong answer
+for the entry does not serve it again. A verdict about an alias counts for its entry.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import OrderedDict, deque
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from deja.semantic.curves import wilson
+
+__all__ = ["EntryEvidence", "Evidence", "Source", "Verdict"]
+
+Source = Literal["shadow", "judge", "feedback", "label"]
+
+#: One-sided 95%.
+Z = 1.645
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """One observation: at ``score`` (None: not known, e.g. app feedback), right or not."""
+
+    at: float
+    score: float | None
+    correct: bool
+    source: Source
+    tenant: str
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "at": self.at,
+            "score": None if self.score is None else round(self.score, 4),
+            "correct": self.correct,
+            "source": self.source,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class EntryEvidence:
+    """An entry's verdicts, newest last, and what they make of its cut-off."""
+
+    verdicts: tuple[Verdict, ...]
+
+    def wrong_at(self) -> float | None:
+        """The highest score at which the entry was judged wrong (None: never, or unscored)."""
+        scores = [v.score for v in self.verdicts if not v.correct and v.score is not None]
+        return max(scores) if scores else None
+
+
+class Evidence:
+    """Per-entry verdicts (bounded) and the per-entry cut-off they earn (module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        per_entry: int = 16,
+        entries: int = 20_000,
+        prior_weight: float = 5.0,
+        step: float = 0.01,
+    ) -> None:
+        self.per_entry = per_entry
+        self.entries = entries
+        self.prior_weight = prior_weight
+        self.step = step
+        self._by_entry: OrderedDict[str, deque[Verdict]] = OrderedDict()
+
+    def record(
+        self,
+        entry_id: str,
+        *,
+        tenant: str,
+        score: float | None,
+        correct: bool,
+        source: Source,
+    ) -> None:
+        """Add one verdict about ``entry_id`` (an alias's verdicts go to its entry)."""
+        found = self._by_entry.get(entry_id)
+        if found is None:
+            found = self._by_entry[entry_id] = deque(maxlen=self.per_entry)
+            while len(self._by_entry) > self.entries:
+                self._by_entry.popitem(last=False)
+        else:
+            self._by_entry.move_to_end(entry_id)
+        found.append(Verdict(time.time(), score, correct, source, tenant))
+
+    def of(self, entry_id: str) -> EntryEvidence | None:
+        found = self._by_entry.get(entry_id)
+        return EntryEvidence(tuple(found)) if found else None
+
+    def forget(self, entry_id: str) -> None:
+        self._by_entry.pop(entry_id, None)
+
+    def __len__(self) -> int:
+        return len(self._by_entry)
+
+    def __contains__(self, entry_id: str) -> bool:
+        return entry_id in self._by_entry
+
+    def cutoff(self, entry_id: str, tau: float, floor: float, prior: float, target: float) -> float:
+        """The entry's cut-off for a request whose calibrated cut-off is ``tau``: ``floor`` is
+        the judge floor's τ, ``prior`` its precision, ``target`` the request's. Cheap when the
+        entry has no evidence (one dict lookup): that is almost every call."""
+        found = self._by_entry.get(entry_id)
+        if not found:
+            return tau
+        evidence = EntryEvidence(tuple(found))
+        wrong = evidence.wrong_at()
+        if wrong is not None:
+            return max(tau, wrong + self.step)
+        grey = [v.score for v in found if v.score is not None and floor <= v.score < tau]
+        if not grey or not math.isfinite(tau):
+            return tau
+        weight = self.prior_weight
+        low, _ = wilson(len(grey) + prior * weight, len(grey) + weight, Z)
+        return max(floor, min(grey)) if low >= target else tau

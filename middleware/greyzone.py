@@ -1,0 +1,94 @@
+"""Step 4's grey zone: a candidate under the request's cut-off but over the judge floor's is
+put to the judge (``deja.semantic.judge``), and what the judge says is learnt.
+
+:meth:`GreyZone.ask` returns the verdict the lookup may act on now: a remembered one, or sync
+mode's fresh call; async mode asks in the background and returns None (a miss now). Every new
+verdict, off the request path, becomes evidence about the candidate's entry (an alias's verdict
+is its entry's, ``deja.semantic.learning``), and "same" promotes the question to an alias of
+that entry (``deja.semantic.promote``), when the gateway and the tenant allow it and the
+request's answer may be stored under its key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from deja.request import GatewayRequest
+from deja.semantic.index import ALIAS_FIELD
+from deja.semantic.judge import Judge
+from deja.semantic.learning import Learning
+from deja.semantic.promote import Promoter
+from deja.semantic.scope import SemanticQuery
+from deja.semantic.verifier import Scored
+from middleware.lookup import Lookup
+
+Spawn = Callable[[Coroutine[Any, Any, None]], object]
+
+
+def entry_of(cand: Scored) -> str:
+    """The entry a candidate's answer belongs to: an alias's vector names its entry."""
+    return str(cand.point.payload.get(ALIAS_FIELD) or cand.point.entry_id)
+
+
+class GreyZone:
+    """The judge on grey-zone candidates, and what its verdicts teach."""
+
+    def __init__(
+        self,
+        judge: Judge,
+        spawn: Spawn,
+        promoter: Promoter | None = None,
+        learning: Learning | None = None,
+    ) -> None:
+        self.judge = judge
+        self.promoter = promoter
+        self.learning = learning
+        self._spawn = spawn
+
+    async def ask(
+        self, req: GatewayRequest, lookup: Lookup, query: SemanticQuery, cand: Scored
+    ) -> tuple[bool | None, Lookup]:
+        """The verdict to act on now (True: serve ``cand``), and the lookup (marked
+        ``judged`` when async mode may promote its question before its answer is stored)."""
+        judge = self.judge
+        after = self.after_verdict(req, lookup, query, cand)
+        verdict = judge.known(query.text, cand.question, req.model)
+        if verdict is None and judge.mode == "sync":
+            verdict = await judge.verdict(query.text, cand.question, req.model)
+            if verdict is not None:
+                self._spawn(after(verdict))
+        elif verdict is None:
+            judge.judge_later(query.text, cand.question, req.model, self._spawn, then=after)
+            return None, dataclasses.replace(lookup, judged=self.promotes(req, lookup))
+        elif verdict:  # learnt when it came; promoted then, unless that was off or failed
+            self._spawn(after(True, learn=False))
+        return verdict, lookup
+
+    def promotes(self, req: GatewayRequest, lookup: Lookup) -> bool:
+        """Whether a "same" verdict makes this request's question an alias: promotion on (the
+        gateway's and the tenant's setting) and an answer that may be stored under its key."""
+        return (
+            self.promoter is not None
+            and req.promote
+            and lookup.entry_id is not None
+            and lookup.storable
+        )
+
+    def after_verdict(
+        self, req: GatewayRequest, lookup: Lookup, query: SemanticQuery, cand: Scored
+    ) -> Callable[..., Coroutine[Any, Any, None]]:
+        """What a new verdict on (request, candidate) does, in the background."""
+        promoter, learning = self.promoter, self.learning
+        key, vector, entry_id = lookup.entry_id, lookup.vector, entry_of(cand)
+        promotes = self.promotes(req, lookup)
+        tenant, score = req.tenant, cand.score
+
+        async def after(same: bool, *, learn: bool = True) -> None:
+            if learning is not None and learn:
+                learning.judged(tenant, entry_id, score=score, same=same, source="judge")
+            if same and promotes and promoter is not None and key is not None:
+                await promoter.promote(query, key, vector, entry_id)
+
+        return after
