@@ -43,6 +43,8 @@ from deja.observability.metrics import Metrics
 from deja.observability.timeline import Timeline, read_counts
 from deja.observability.tracing import Tracing
 from deja.semantic.cache import SEMANTIC_ERRORS, SemanticCache
+from deja.semantic.labelled import FILE_NAME as LABELS_FILE
+from deja.semantic.labelled import LabelledPairs
 from deja.tenancy.keyring import KeyRing
 from deja.tenancy.keywatch import KeysFile, log_change
 from deja.tenancy.ratelimit import RateLimiter
@@ -85,6 +87,8 @@ class Gateway:
     #: The console's views of recent traffic, lookups and admin actions (this process only).
     timeline: Timeline
     recent: RecentLookups
+    #: The pairs ops labelled "same" or "different" in the console (``data_dir``, all processes).
+    labels: LabelledPairs
     reload: Callable[[], Settings] | None = None
     background: BackgroundTasks = field(default_factory=BackgroundTasks)
     corpora: Corpora | None = None
@@ -206,6 +210,7 @@ class Gateway:
             monitor=replicas.monitor,
             timeline=_timeline(settings, pipeline, metrics, replicas.upstream.pool),
             recent=recent,
+            labels=LabelledPairs.load(settings.data_dir / LABELS_FILE),
             reload=reload,
             background=background,
             corpora=corpora,
