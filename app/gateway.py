@@ -87,12 +87,13 @@ class Gateway:
     #: The console's views of recent traffic, lookups and admin actions (this process only).
     timeline: Timeline
     recent: RecentLookups
-    #: The pairs ops labelled "same" or "different" in the console (``data_dir``, all processes).
-    labels: LabelledPairs
     reload: Callable[[], Settings] | None = None
     background: BackgroundTasks = field(default_factory=BackgroundTasks)
     corpora: Corpora | None = None
     audit_trail: AuditTrail = field(default_factory=AuditTrail)
+    #: The pairs ops labelled "same" or "different" in the console (``data_dir``, all processes;
+    #: ``build`` loads them).
+    labels: LabelledPairs = field(default_factory=lambda: LabelledPairs(None))
     #: The keys file, followed while serving (None in open mode).
     keys_file: KeysFile | None = None
     #: The data disk's free space against its reserve (None: nothing kept on local disk).
@@ -142,6 +143,7 @@ class Gateway:
         """Open every resource, start the background work, yield the gateway, close it all."""
         async with AsyncExitStack() as stack:
             gateway = await cls._open(stack, settings, reload, span_exporter, access_sink)
+            gateway.labels = LabelledPairs.load(settings.data_dir / LABELS_FILE)
             if gateway.corpora is not None and settings.corpus_preload:
                 await preload(gateway.corpora, settings)
             await asyncio.gather(gateway.discovery.refresh(), gateway.monitor.check_once())
@@ -210,7 +212,6 @@ class Gateway:
             monitor=replicas.monitor,
             timeline=_timeline(settings, pipeline, metrics, replicas.upstream.pool),
             recent=recent,
-            labels=LabelledPairs.load(settings.data_dir / LABELS_FILE),
             reload=reload,
             background=background,
             corpora=corpora,
