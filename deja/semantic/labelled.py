@@ -151,7 +151,9 @@ class LabelledPairs:
 
     def get(self, tenant: str, model: str, question: str, cached_question: str) -> Label | None:
         """This pair's label as this process last read it (no file access)."""
-        return self._labels.get(pair_id(tenant, model, question, cached_question[:TEXT_LIMIT]))
+        return self._labels.get(
+            pair_id(tenant, model, question[:TEXT_LIMIT], cached_question[:TEXT_LIMIT])
+        )
 
     async def add(self, label: Label) -> Label:
         """Save ``label`` (replacing the pair's earlier one), then tell the subscribers."""

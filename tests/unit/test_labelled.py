@@ -125,7 +125,8 @@ async def test_texts_are_cut_and_the_cut_pair_is_still_found() -> None:
         Label(1.0, "t", "m", long, long, "e", None, None, True, "admin:abcd1234")
     )
     assert len(saved.question) == len(saved.cached_question) == TEXT_LIMIT
-    assert pairs.get("t", "m", long[:TEXT_LIMIT], long) == saved
+    assert pairs.get("t", "m", long, long) == saved
+    assert pairs.get("t", "m", long[:TEXT_LIMIT], long[:TEXT_LIMIT]) == saved
 
 
 async def test_the_export_is_what_deja_calibrate_reads(tmp_path: Path) -> None:
