@@ -43,6 +43,8 @@ from deja.observability.metrics import Metrics
 from deja.observability.timeline import Timeline, read_counts
 from deja.observability.tracing import Tracing
 from deja.semantic.cache import SEMANTIC_ERRORS, SemanticCache
+from deja.semantic.labelled import FILE_NAME as LABELS_FILE
+from deja.semantic.labelled import LabelledPairs
 from deja.tenancy.keyring import KeyRing
 from deja.tenancy.keywatch import KeysFile, log_change
 from deja.tenancy.ratelimit import RateLimiter
@@ -89,6 +91,9 @@ class Gateway:
     background: BackgroundTasks = field(default_factory=BackgroundTasks)
     corpora: Corpora | None = None
     audit_trail: AuditTrail = field(default_factory=AuditTrail)
+    #: The pairs ops labelled "same" or "different" in the console (``data_dir``, all processes;
+    #: ``build`` loads them).
+    labels: LabelledPairs = field(default_factory=lambda: LabelledPairs(None))
     #: The keys file, followed while serving (None in open mode).
     keys_file: KeysFile | None = None
     #: The data disk's free space against its reserve (None: nothing kept on local disk).
@@ -138,6 +143,7 @@ class Gateway:
         """Open every resource, start the background work, yield the gateway, close it all."""
         async with AsyncExitStack() as stack:
             gateway = await cls._open(stack, settings, reload, span_exporter, access_sink)
+            gateway.labels = LabelledPairs.load(settings.data_dir / LABELS_FILE)
             if gateway.corpora is not None and settings.corpus_preload:
                 await preload(gateway.corpora, settings)
             await asyncio.gather(gateway.discovery.refresh(), gateway.monitor.check_once())

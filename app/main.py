@@ -16,6 +16,7 @@ from app.api import (
     admin_cache,
     admin_corpus,
     admin_insight,
+    admin_labels,
     admin_semantic,
     console,
     embeddings,
@@ -82,7 +83,15 @@ def create_app(
     app.router.routes.extend(embeddings.routes)
     app.router.routes.extend(feedback.routes)
     app.router.routes.extend(health.routes)
-    for module in (admin, admin_cache, admin_semantic, admin_corpus, admin_insight, console):
+    for module in (
+        admin,
+        admin_cache,
+        admin_semantic,
+        admin_corpus,
+        admin_insight,
+        admin_labels,
+        console,
+    ):
         app.include_router(_head_where_get(module.router))
     gateway_app = DejaApp(app, {**openai_routes.fast_routes, **embeddings.fast_routes})
     gateway_app.add_middleware(BodyReadTimeout, timeout=settings.body_read_timeout_seconds)

@@ -292,9 +292,16 @@ class SemanticStep:
                 query.text, best.question, best.point.entry_id, best.point.score, score
             )
         sample = LookupSample(
-            time.time(), req.tenant, req.model, req.tenant_threshold, similarity, score, served
+            time.time(),
+            req.tenant,
+            req.model,
+            req.tenant_threshold,
+            similarity,
+            score,
+            served,
+            candidate.cut() if candidate is not None else None,
         )
-        self.recent.record(sample, candidate, cut, floor)
+        self.recent.record(sample, sample.candidate, cut, floor)
 
     def failed(self, exc: BaseException) -> None:
         """Count and log (once per outage) a semantic failure."""

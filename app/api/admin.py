@@ -66,16 +66,19 @@ def require_admin(request: Request) -> Gateway:
     raise AuthenticationError("a valid admin bearer key is required for /admin")
 
 
+def admin_who(gateway: Gateway) -> str:
+    """Who an admin action names: ``admin:`` and 8 hex digits of the admin key's sha256."""
+    key = gateway.settings.admin_key
+    if key is None:
+        return "-"
+    return "admin:" + hashlib.sha256(key.get_secret_value().encode()).hexdigest()[:8]
+
+
 def audit(gateway: Gateway, action: str, *, who: str | None = None, **details: Any) -> None:
     """One JSON line per admin action (who, what, how many) and a counter bump; ``who`` is the
     admin key's hash unless given (an application's feedback names its key)."""
     if who is None:
-        key = gateway.settings.admin_key
-        who = (
-            "admin:" + hashlib.sha256(key.get_secret_value().encode()).hexdigest()[:8]
-            if key
-            else "-"
-        )
+        who = admin_who(gateway)
     gateway.metrics.count(gateway.metrics.admin_actions, action)
     gateway.audit_trail.write(action, who, **details)
 

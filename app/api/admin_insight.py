@@ -14,6 +14,7 @@ from fastapi import APIRouter, Query
 from starlette.responses import Response
 
 from app.api.admin import Admin
+from app.api.admin_labels import with_label
 from app.api.json import json_response
 from app.gateway import Gateway
 from deja.errors import InvalidRequestError
@@ -63,11 +64,10 @@ async def near_misses(
     tenant: str | None = None,
 ) -> Response:
     """Recent misses whose best candidate fell less than ``margin`` under its cut-off, with
-    the cached question it nearly matched; newest first."""
+    the cached question it nearly matched and any label ops gave the pair; newest first."""
     misses = gateway.recent.near_misses(limit=limit, margin=margin, tenant=tenant)
-    return json_response(
-        {"margin": margin or gateway.recent.margin, "near_misses": [m.as_json() for m in misses]}
-    )
+    rows = [with_label(gateway, m.as_json()) for m in misses]
+    return json_response({"margin": margin or gateway.recent.margin, "near_misses": rows})
 
 
 @router.post("/threshold/preview")
@@ -79,7 +79,8 @@ async def threshold_preview(
 ) -> Response:
     """What ``PUT /admin/threshold`` with the same body would do to the semantic hit rate:
     recent lookups replayed now and under the change, and the calibration table's figure.
-    Nothing is saved. ``tenant``/``model`` restrict the lookups to that level's traffic."""
+    Nothing is saved. ``tenant``/``model`` restrict the lookups to that level's traffic.
+    ``start`` and ``stop`` list the pairs it would start and stop serving, with their labels."""
     unknown = set(change) - {"global", "tenants", "models", "precision"}
     if unknown:
         raise InvalidRequestError(f"unknown fields: {sorted(unknown)}")
@@ -87,6 +88,8 @@ async def threshold_preview(
     report = preview(
         samples, gateway.thresholds, change, _table(gateway), tenant=tenant, model=model
     )
+    for side in ("start", "stop"):
+        report[side] = [with_label(gateway, row) for row in report[side]]
     return json_response(report)
 
 

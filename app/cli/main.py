@@ -103,6 +103,7 @@ def _register_subcommands() -> None:
     from app.cli.doctor import doctor_command
     from app.cli.keys import keys_group
     from app.cli.kv_budget import kv_budget_command
+    from app.cli.labels import labels_group
     from app.cli.sim import sim_command
     from app.cli.threshold import threshold_group
     from app.cli.tune import tune_command
@@ -113,6 +114,7 @@ def _register_subcommands() -> None:
     main.add_command(cache_group)
     main.add_command(threshold_group)
     main.add_command(keys_group)
+    main.add_command(labels_group)
     main.add_command(corpus_group)
     main.add_command(tune_command)
     main.add_command(kv_budget_command)

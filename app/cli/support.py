@@ -129,11 +129,21 @@ class Api:
         """Send one request (a JSON ``body``, or raw ``content`` of ``content_type``); the
         decoded JSON body on 2xx, else an :class:`AdminError`."""
         headers = {"Content-Type": content_type} if content_type else None
+        return _decode(
+            self._send(method, path, params=params, json=body, content=content, headers=headers)
+        )
+
+    def download(self, path: str, params: Mapping[str, str] | None = None) -> bytes:
+        """``GET path``'s body as bytes (a file the gateway serves, not JSON) on 2xx, else an
+        :class:`AdminError` as for :meth:`call`."""
+        response = self._send("GET", path, params=params)
+        _check(response)
+        return response.content
+
+    def _send(self, method: str, path: str, **request: Any) -> httpx.Response:
         try:
             with admin_client(self.url, self.key, self.timeout) as client:
-                response = client.request(
-                    method, path, params=params, json=body, content=content, headers=headers
-                )
+                return client.request(method, path, **request)
         except httpx.TimeoutException as exc:
             raise UnreachableError(
                 f"cannot reach the gateway at {self.url}: timed out after {self.timeout:g}s"
@@ -143,7 +153,6 @@ class Api:
         except httpx.TransportError as exc:
             reason = str(exc) or type(exc).__name__
             raise UnreachableError(f"cannot reach the gateway at {self.url}: {reason}") from exc
-        return _decode(response)
 
     def emit(self, data: Any) -> bool:
         """Print ``data`` as JSON and return True under ``--json``; else return False."""
@@ -191,7 +200,8 @@ def _auth_hint(status: int) -> str:
     )
 
 
-def _decode(response: httpx.Response) -> Any:
+def _check(response: httpx.Response) -> None:
+    """An :class:`AuthError` on 401/403, an :class:`AdminError` on any other non-2xx."""
     status = response.status_code
     if status in (401, 403):
         raise AuthError(
@@ -200,6 +210,11 @@ def _decode(response: httpx.Response) -> Any:
         )
     if not 200 <= status < 300:
         raise AdminError(_error_message(response))
+
+
+def _decode(response: httpx.Response) -> Any:
+    _check(response)
+    status = response.status_code
     try:
         return response.json()
     except ValueError as exc:

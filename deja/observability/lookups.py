@@ -2,17 +2,22 @@
 came close, and what another θ or precision target would have served.
 
 Two bounded rings fed by the semantic step (``middleware/semantic.py``) once per lookup that
-searched: ``samples`` holds the best candidate's scores (a few dozen bytes each, no text),
-``near`` holds misses whose best score fell less than ``margin`` under its cut-off, with both
-questions, so ops can judge whether θ is too strict. A record costs one ``deque.append``; the
-rings are per process and start empty (they describe recent traffic, not history).
+searched: ``samples`` holds the best candidate's scores and its pair of questions (cut to
+``TEXT_LIMIT``: the query's text and the cached question are the strings the lookup already
+held, so a sample keeps them alive rather than copying them; ≤ 4 MB for 4,096 samples of long
+questions), which lists the recent served pairs and what a θ preview would start or stop
+serving; ``near`` holds misses whose best score fell less than ``margin`` under its cut-off,
+with both questions, so ops can judge whether θ is too strict. A record costs one
+``deque.append``; the rings are per process and start empty (they describe recent traffic, not
+history).
 
-The near-miss ring keeps question texts (cut to ``TEXT_LIMIT`` characters): the admin API shows
+Both rings keep question texts (cut to ``TEXT_LIMIT`` characters): the admin API shows
 cached questions already; nothing here leaves the process except through ``/admin``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -33,13 +38,35 @@ Cut = Literal["theta", "tau"]
 
 
 @dataclass(frozen=True, slots=True)
+class Candidate:
+    """The best candidate of one lookup, as the semantic step saw it."""
+
+    question: str
+    cached_question: str
+    entry_id: str
+    similarity: float
+    score: float | None
+
+    def cut(self) -> Candidate:
+        """This candidate with its texts cut to ``TEXT_LIMIT`` (itself when they fit)."""
+        if len(self.question) <= TEXT_LIMIT and len(self.cached_question) <= TEXT_LIMIT:
+            return self
+        return dataclasses.replace(
+            self,
+            question=self.question[:TEXT_LIMIT],
+            cached_question=self.cached_question[:TEXT_LIMIT],
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class LookupSample:
     """One semantic lookup that searched: its best candidate's scores and what happened.
 
     ``similarity`` is None when the scope held no candidate at all; ``score`` (the verifier's
     decision score) is None when the best candidate was not verified (below θ, or no verifier).
     ``tenant_theta`` is the tenant's own θ from the keys file, kept so a preview resolves θ the
-    way the request did.
+    way the request did. ``candidate`` is the best candidate with both questions (None: no
+    candidate, or a caller that kept no texts).
     """
 
     at: float
@@ -49,6 +76,22 @@ class LookupSample:
     similarity: float | None
     score: float | None
     served: bool
+    candidate: Candidate | None = None
+
+    def pair_json(self) -> dict[str, Any]:
+        """The asked and the cached question with their scores (the sample has a candidate)."""
+        c = self.candidate
+        assert c is not None
+        return {
+            "at": self.at,
+            "tenant": self.tenant,
+            "model": self.model,
+            "question": c.question,
+            "cached_question": c.cached_question,
+            "entry_id": c.entry_id,
+            "similarity": round(c.similarity, 4),
+            "score": None if c.score is None else round(c.score, 4),
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,17 +132,6 @@ class NearMiss:
         }
 
 
-@dataclass(frozen=True, slots=True)
-class Candidate:
-    """The best candidate of one lookup, as the semantic step saw it."""
-
-    question: str
-    cached_question: str
-    entry_id: str
-    similarity: float
-    score: float | None
-
-
 class RecentLookups:
     """The two rings; ``record`` is the only call on the request path."""
 
@@ -121,7 +153,14 @@ class RecentLookups:
         cutoff: float = 0.0,
     ) -> None:
         """One lookup; ``best`` and the cut-off it was judged against make a near miss when
-        it was not served and fell less than ``margin`` short."""
+        it was not served and fell less than ``margin`` short. The sample keeps ``best`` (or
+        its own candidate), texts cut."""
+        if best is None:
+            best = sample.candidate
+        if best is not None:
+            best = best.cut()
+            if sample.candidate is not best:
+                sample = dataclasses.replace(sample, candidate=best)
         self.samples.append(sample)
         if sample.served or best is None:
             return
@@ -133,8 +172,8 @@ class RecentLookups:
                 at=sample.at,
                 tenant=sample.tenant,
                 model=sample.model,
-                question=best.question[:TEXT_LIMIT],
-                cached_question=best.cached_question[:TEXT_LIMIT],
+                question=best.question,
+                cached_question=best.cached_question,
                 entry_id=best.entry_id,
                 similarity=best.similarity,
                 score=best.score,
@@ -162,6 +201,16 @@ class RecentLookups:
             out.append(miss)
             if len(out) >= limit:
                 break
+        return out
+
+    def served(self, *, limit: int = 50, tenant: str | None = None) -> list[LookupSample]:
+        """The recent semantic hits with their pair of questions, newest first."""
+        out = []
+        for s in reversed(list(self.samples)):
+            if s.served and s.candidate is not None and (tenant is None or s.tenant == tenant):
+                out.append(s)
+                if len(out) >= limit:
+                    break
         return out
 
     def histograms(self, tenant: str | None = None) -> dict[str, Any]:

@@ -9,6 +9,10 @@ Two estimates, side by side, because each answers a different question:
 - **calibration**: the calibration table's measured hit rate at the proposed precision target
   (held-out labelled pairs, ``calibration.json``), which holds for traffic like the pairs it was
   measured on.
+
+Beside the figures, the pairs behind them: the recent lookups the change would **start**
+serving (a miss now, a hit under it) and **stop** serving, each with both questions, so a
+wrong pair is seen (and labelled) before the change is saved.
 """
 
 from __future__ import annotations
@@ -66,6 +70,48 @@ def _decide(
     }
 
 
+#: How many pairs each of the ``start`` and ``stop`` lists shows.
+PAIR_LIMIT = 50
+
+
+def flips(
+    samples: list[LookupSample],
+    current: Thresholds,
+    after: Thresholds,
+    table: CalibrationTable | None,
+    limit: int = PAIR_LIMIT,
+) -> dict[str, Any]:
+    """The lookups ``after`` would start and stop serving, highest score first (the cosine where
+    no score), one row per pair asked (its newest lookup, with how often it was asked); a
+    lookup whose verdict is unknowable on either side is in neither list."""
+    start: dict[tuple[str, str, str, str], tuple[LookupSample, int]] = {}
+    stop: dict[tuple[str, str, str, str], tuple[LookupSample, int]] = {}
+    for s in samples:
+        c = s.candidate
+        now, then = would_serve(s, current, table), would_serve(s, after, table)
+        if c is None or now is None or then is None or now == then:
+            continue
+        rows = start if then else stop
+        key = (s.tenant, s.model, c.question, c.entry_id)
+        rows[key] = (s, rows.get(key, (s, 0))[1] + 1)
+    return {
+        "start_total": len(start),
+        "stop_total": len(stop),
+        "start": _ranked(start.values(), limit),
+        "stop": _ranked(stop.values(), limit),
+    }
+
+
+def _ranked(rows: Iterable[tuple[LookupSample, int]], limit: int) -> list[dict[str, Any]]:
+    def rank(row: tuple[LookupSample, int]) -> float:
+        c = row[0].candidate
+        assert c is not None
+        return c.score if c.score is not None else c.similarity
+
+    best = sorted(rows, key=rank, reverse=True)[:limit]
+    return [{**s.pair_json(), "lookups": n} for s, n in best]
+
+
 def preview(
     samples: Iterable[LookupSample],
     current: Thresholds,
@@ -93,6 +139,7 @@ def preview(
             "proposed": after.resolve(tenant or "", model or ""),
         },
         "calibration": None,
+        **flips(kept, current, after, table),
     }
     if table is not None:
         report["calibration"] = {

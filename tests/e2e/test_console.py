@@ -8,19 +8,19 @@ Every wait is on a selector or a condition in the page, never a sleep. With
 
 from __future__ import annotations
 
-import os
-import shutil
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.async_api import Browser, Page, async_playwright, expect
+from playwright.async_api import Browser, expect
 
+from deja.semantic.calibration import read_pairs
 from deja.semantic.crossencoder import SHIPPED_DIR
 from deja.semantic.cutoffs import CALIBRATION_FILE, load_table
 from sim.runner import SimCluster
+from tests.e2e.browser_support import DESKTOP, PHONE, Console, console_at, signed_in
 from tests.e2e.console_support import (
     ADMIN_KEY,
     CACHED,
@@ -40,26 +40,6 @@ PARAPHRASES = [
     ("How do I learn to play the guitar?", "What is the best way to learn guitar?"),
     ("How can I improve my English writing?", "How do I get better at writing in English?"),
 ]
-DESKTOP = {"width": 1280, "height": 800}
-PHONE = {"width": 390, "height": 844}
-expect.set_options(timeout=15_000)
-
-
-def chromium() -> str:
-    path = os.environ.get("DEJA_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
-    if not Path(path).is_file():
-        pytest.fail("chromium is not installed: `make test` installs it (apt-get install chromium)")
-    return path
-
-
-@pytest.fixture(scope="module")
-async def browser() -> AsyncIterator[Browser]:
-    async with async_playwright() as p:
-        launched = await p.chromium.launch(
-            executable_path=chromium(), args=["--no-sandbox", "--disable-dev-shm-usage"]
-        )
-        yield launched
-        await launched.close()
 
 
 @pytest.fixture(scope="module")
@@ -68,55 +48,6 @@ async def env(sims: SimCluster, make_gateway: Any) -> AsyncIterator[Env]:
         env = Env(url, app)
         yield env
         await env.close()
-
-
-class Console:
-    """One browser page on the console, with its uncaught errors and the requests it made."""
-
-    def __init__(self, page: Page, env: Env) -> None:
-        self.page = page
-        self.env = env
-        self.errors: list[str] = []
-        self.requests: list[tuple[str, dict[str, str]]] = []
-        page.on("pageerror", lambda exc: self.errors.append(str(exc)))
-        page.on("request", lambda req: self.requests.append((req.url, req.headers)))
-
-    async def sign_in(self, key: str = ADMIN_KEY) -> None:
-        await self.page.goto(self.env.url + "/admin/ui")
-        await self.page.fill("#admin-key", key)
-        await self.page.click("#login-submit")
-
-    async def open(self, fragment: str) -> None:
-        await self.page.goto(f"{self.env.url}/admin/ui#{fragment}")
-        await expect(self.page.locator("#app")).to_be_visible()
-
-    async def shot(self, name: str) -> None:
-        folder = os.environ.get("DEJA_CONSOLE_SCREENSHOTS")
-        if folder:
-            await self.page.evaluate("document.activeElement?.blur(); window.scrollTo(0, 0)")
-            # Playwright creates the folder.
-            await self.page.screenshot(path=os.path.join(folder, f"{name}.png"), full_page=True)
-
-
-async def console_at(browser: Browser, env: Env, viewport: dict[str, int]) -> Console:
-    context = await browser.new_context(viewport=viewport)  # type: ignore[arg-type]
-    return Console(await context.new_page(), env)
-
-
-@pytest.fixture
-async def console(browser: Browser, env: Env) -> AsyncIterator[Console]:
-    c = await console_at(browser, env, DESKTOP)
-    yield c
-    await c.page.context.close()
-    assert c.errors == [], c.errors
-
-
-async def signed_in(console: Console, fragment: str = "overview") -> Console:
-    await console.sign_in()
-    await expect(console.page.locator("#kpis .kpi").first).to_be_visible()
-    if fragment != "overview":
-        await console.open(fragment)
-    return console
 
 
 async def test_sign_in_sends_the_key_as_a_header_never_in_a_url(console: Console) -> None:
@@ -287,6 +218,70 @@ async def test_the_near_miss_browser_shows_what_a_miss_nearly_matched(
     await expect(page.locator("#entry-question")).to_have_text(CACHED)
 
 
+async def test_a_near_miss_labelled_in_the_browser_is_listed_changed_and_exported(
+    console: Console, env: Env, tmp_path: Path
+) -> None:
+    system = env.scope()
+    try:
+        made = await make_near_miss(env, system)
+    finally:
+        await restore_precision(env)
+    await signed_in(console, "entries/near-misses")
+    page = console.page
+    near = page.locator("#near-misses article.near", has_text=made.question).first
+    await near.get_by_role("button", name="Different").click()
+    await expect(near.locator(".labelling")).to_have_attribute("data-label", "different")
+    await expect(near.locator("button.label-different")).to_have_attribute("aria-pressed", "true")
+    await console.open("entries/labelled")
+    row = page.locator("#labelled-pairs tr", has_text=made.question)
+    await expect(row).to_have_attribute("data-label", "different")
+    await expect(row.locator(".cached")).to_have_text(CACHED)
+    await console.shot("entries-labelled")
+    await row.get_by_role("button", name="Same").click()  # changed, not added
+    await expect(row).to_have_attribute("data-label", "same")
+    labels = (await env.admin("GET", "/admin/semantic/labels"))["labels"]
+    mine = [x for x in labels if x["question"] == made.question]
+    assert [x["label"] for x in mine] == ["same"] and mine[0]["cached_question"] == CACHED
+    async with page.expect_download() as download:
+        await page.click("#labels-export")
+    saved = tmp_path / (await download.value).suggested_filename
+    await (await download.value).save_as(saved)
+    assert (CACHED, made.question, True) in [(p.a, p.b, p.duplicate) for p in read_pairs(saved)]
+
+
+async def test_the_preview_lists_the_pairs_a_change_would_start_or_stop_serving(
+    console: Console, env: Env
+) -> None:
+    system = env.scope()
+    await env.ask("How do I delete my account?", system)
+    hit = await env.ask("How can I delete my account?", system)
+    assert hit.headers["x-deja-cache"] == "semantic"
+    await signed_in(console, "quality")
+    page = console.page
+    await page.select_option("#setting-what", "theta")
+    await page.fill("#setting-value", "0.999")
+    await expect(page.locator("#preview[data-state=ready][data-value='0.999']")).to_be_visible()
+    stop = page.locator("#preview-stop article", has_text="How can I delete my account?").first
+    await expect(stop.locator(".cached")).to_have_text("How do I delete my account?")
+    await stop.get_by_role("button", name="Same").click()
+    await expect(stop.locator(".labelling")).to_have_attribute("data-label", "same")
+    labels = (await env.admin("GET", "/admin/semantic/labels"))["labels"]
+    assert "How can I delete my account?" in [x["question"] for x in labels if x["same"]]
+    await expect(page.locator("#preview-start")).to_contain_text("Would start serving (0)")
+    await console.shot("quality-preview-pairs")
+    # From a stricter live target, the default one would start serving it, label shown.
+    await env.admin("PUT", "/admin/threshold", json={"precision": {"global": 0.95}})
+    try:
+        await page.reload()
+        await expect(page.locator("#levels")).to_contain_text("0.950")
+        await page.fill("#setting-value", "0.92")
+        await expect(page.locator("#preview[data-state=ready][data-value='0.92']")).to_be_visible()
+        start = page.locator("#preview-start article", has_text="How can I delete my account?")
+        await expect(start.first.locator(".labelling")).to_have_attribute("data-label", "same")
+    finally:
+        await restore_precision(env)
+
+
 async def test_the_corpora_tab_says_when_there_are_no_corpora(console: Console) -> None:
     await signed_in(console, "corpora")
     await expect(console.page.locator("#corpora-empty")).to_contain_text("No corpora")
@@ -362,6 +357,8 @@ async def test_every_page_fits_a_phone(browser: Browser, env: Env) -> None:
         "quality": "#chart-calibration svg",
         "entries": "#entry-search",
         "entries/near-misses": "#near-misses",
+        "entries/served": "#served-pairs",
+        "entries/labelled": "#labelled-pairs",
         "corpora": "#corpora",
         "audit": "#chart-audit svg",
     }

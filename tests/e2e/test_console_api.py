@@ -208,3 +208,43 @@ async def test_replicas_report_their_prefix_cache_hit_rate(env: Env) -> None:
             assert m["prefix_cache_hit_rate"] == round(
                 m["prefix_cache_hits"] / m["prefix_cache_queries"], 4
             )
+
+
+async def test_served_pairs_near_misses_and_the_preview_show_their_labels(env: Env) -> None:
+    system = env.scope()
+    await env.ask("How do I change my email address?", system)
+    hit = await env.ask("How can I change my email address?", system)
+    assert hit.headers["x-deja-cache"] == "semantic"
+    served = (await env.admin("GET", "/admin/semantic/served"))["served"]
+    mine = next(s for s in served if s["question"] == "How can I change my email address?")
+    assert mine["cached_question"] == "How do I change my email address?"
+    assert mine["entry_id"] == hit.headers["x-deja-entry"] and mine["label"] is None
+    body = {k: mine[k] for k in ("question", "cached_question", "entry_id", "tenant", "model")}
+    label = await env.admin("POST", "/admin/semantic/labels", json={**body, "label": "same"})
+    served = (await env.admin("GET", "/admin/semantic/served"))["served"]
+    mine = next(s for s in served if s["question"] == "How can I change my email address?")
+    assert mine["label"] == "same" and mine["label_id"] == label["id"]
+    # θ 0.999 would stop serving it; the preview lists it with its label.
+    strict = await env.admin("POST", "/admin/threshold/preview", json={"global": 0.999})
+    stopped = [s for s in strict["stop"] if s["question"] == body["question"]]
+    assert stopped and stopped[0]["label"] == "same" and strict["start"] == []
+    try:
+        made = await make_near_miss(env, system)
+        near = (await env.admin("GET", "/admin/semantic/near-misses"))["near_misses"]
+        miss = next(m for m in near if m["question"] == made.question)
+        assert miss["label"] is None
+        body = {k: miss[k] for k in ("question", "cached_question", "entry_id", "tenant", "model")}
+        await env.admin("POST", "/admin/semantic/labels", json={**body, "label": "different"})
+        near = (await env.admin("GET", "/admin/semantic/near-misses"))["near_misses"]
+        assert next(m for m in near if m["question"] == made.question)["label"] == "different"
+        # From a stricter live target, the default one would start serving the labelled hit.
+        await env.admin("PUT", "/admin/threshold", json={"precision": {"global": 0.95}})
+        lax = await env.admin(
+            "POST", "/admin/threshold/preview", json={"precision": {"global": 0.92}}
+        )
+        started = [s for s in lax["start"] if s["question"] == "How can I change my email address?"]
+        assert started and started[0]["label"] == "same" and started[0]["score"] < 0.98
+        scores = [s["score"] for s in lax["start"]]
+        assert scores == sorted(scores, reverse=True)
+    finally:
+        await restore_precision(env)

@@ -44,18 +44,36 @@ export class Api {
     } catch (err) {
       throw new ApiError(0, `the gateway did not answer (${err.message})`, "network");
     }
-    const text = await resp.text();
-    let data = null;
-    try {
-      data = text ? JSON.parse(text) : null;
-    } catch {
-      data = null;
-    }
+    const data = parsed(await resp.text());
     if (resp.ok || allow.includes(resp.status)) return { status: resp.status, data };
+    throw this.failure(resp, data);
+  }
+
+  failure(resp, data) {
     const err = data && data.error ? data.error : {};
     const msg = err.message || (data && data.detail) || `${resp.status} ${resp.statusText}`;
     if (resp.status === 401) this.onUnauthorized(msg);
-    throw new ApiError(resp.status, typeof msg === "string" ? msg : JSON.stringify(msg), err.code);
+    return new ApiError(resp.status, typeof msg === "string" ? msg : JSON.stringify(msg), err.code);
+  }
+
+  // Save a file the gateway serves (sent with the key, so not a plain link); its size.
+  async download(path, filename) {
+    let resp;
+    try {
+      resp = await fetch(path, { headers: { authorization: `Bearer ${this.key}` }, cache: "no-store", credentials: "omit" });
+    } catch (err) {
+      throw new ApiError(0, `the gateway did not answer (${err.message})`, "network");
+    }
+    if (!resp.ok) throw this.failure(resp, parsed(await resp.text()));
+    const blob = await resp.blob();
+    if (!blob.size) return 0;
+    const url = URL.createObjectURL(blob);
+    const link = Object.assign(document.createElement("a"), { href: url, download: filename, hidden: true });
+    document.body.append(link);
+    link.click();
+    link.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 10_000);
+    return blob.size;
   }
 
   async get(path, options) {
@@ -72,6 +90,14 @@ export class Api {
 
   async del(path) {
     return (await this.request("DELETE", path)).data;
+  }
+}
+
+function parsed(text) {
+  try {
+    return text ? JSON.parse(text) : null;
+  } catch {
+    return null;
   }
 }
 

@@ -1,15 +1,19 @@
 // Entries: search cached questions by meaning, one entry's answer, hits, age, TTL and sources,
-// delete it; invalidate by filter with a dry run first; and the near-miss browser.
+// delete it; invalidate by filter with a dry run first; the near-miss browser, the recent served
+// pairs and the labelled pairs (labels.js).
 
 import { query } from "./api.js";
 import { meter } from "./charts.js";
 import { ago, card, clear, duration, fixed, h, message, num } from "./dom.js";
+import { labelButtons, labelledPairs, servedPairs } from "./labels.js";
 
 export const title = "Entries";
 
 const TABS = [
   ["search", "Search", "#entries"],
   ["near-misses", "Near misses", "#entries/near-misses"],
+  ["served", "Served", "#entries/served"],
+  ["labelled", "Labelled", "#entries/labelled"],
   ["invalidate", "Invalidate by filter", "#entries/invalidate"],
 ];
 
@@ -40,6 +44,8 @@ export function mount(root, ctx) {
   root.append(h("div", { class: "split" }, body, detail));
   const showEntry = (id) => openEntry(ctx, detail, id);
   if (tab === "near-misses") return nearMisses(body, ctx, showEntry);
+  if (tab === "served") return servedPairs(body, ctx, showEntry);
+  if (tab === "labelled") return labelledPairs(body, ctx);
   if (tab === "invalidate") return invalidate(body, ctx);
   return search(body, ctx, showEntry);
 }
@@ -159,7 +165,7 @@ function search(body, { api }, showEntry) {
   return null;
 }
 
-function nearMissCard(m, showEntry) {
+function nearMissCard(m, ctx, showEntry) {
   const value = m.cut === "tau" ? m.score : m.similarity;
   return h(
     "article",
@@ -174,12 +180,14 @@ function nearMissCard(m, showEntry) {
       h("span", { class: "gap" }, `${m.cut === "tau" ? "τ" : "θ"} ${fixed(m.cutoff)} (−${fixed(m.gap)})`),
       meter(value, { min: Math.max(0, m.cutoff - 0.25), max: Math.min(1, m.cutoff + 0.05), color: "#d97706", label: " ", mark: m.cutoff, markTitle: `cut-off ${fixed(m.cutoff)}` }),
       h("span", { class: "note" }, `${m.tenant} · ${m.model} · ${ago(m.at)}`),
+      labelButtons(m, ctx),
       h("button", { class: "ghost small", type: "button", onclick: () => showEntry(m.entry_id) }, "Open cached entry"),
     ),
   );
 }
 
-function nearMisses(body, { api }, showEntry) {
+function nearMisses(body, ctx, showEntry) {
+  const { api } = ctx;
   const margin = h("select", { id: "near-margin" }, ["0.10", "0.05", "0.02"].map((m) => h("option", { value: m }, `within ${m} of the cut-off`)));
   const list = h("div", { id: "near-misses", class: "near-list" });
   const refresh = h("button", { type: "button", class: "ghost" }, "Refresh");
@@ -187,14 +195,14 @@ function nearMisses(body, { api }, showEntry) {
     card(
       "Near misses",
       h("div", {}, h("div", { class: "form-row" }, h("label", { class: "field" }, "Show", margin), refresh), list),
-      { note: "Recent misses whose best cached candidate fell just under the cut-off (θ on the cosine, τ on the verifier's score), with the question it nearly matched. Many good pairs here mean the setting is too strict." },
+      { note: "Recent misses whose best cached candidate fell just under the cut-off (θ on the cosine, τ on the verifier's score), with the question it nearly matched. Many good pairs here mean the setting is too strict: label them “same” or “different”." },
     ),
   );
   async function load() {
     try {
       const rows = (await api.get(`/admin/semantic/near-misses${query({ margin: margin.value, limit: 100 })}`)).near_misses;
       list.dataset.count = String(rows.length);
-      clear(list, rows.length ? rows.map((m) => nearMissCard(m, showEntry)) : message("No near misses recorded yet in this gateway process.", "info"));
+      clear(list, rows.length ? rows.map((m) => nearMissCard(m, ctx, showEntry)) : message("No near misses recorded yet in this gateway process.", "info"));
     } catch (err) {
       clear(list, message(err.message, "error"));
     }

@@ -1,10 +1,11 @@
 // Quality: where the scores of recent lookups fall (θ and the verifier cut-off τ marked), the
 // calibration curve with the current point, live precision from shadow checks, and setting θ
 // or the precision target (global, per tenant, per model) with a preview of the expected hit
-// rate before saving.
+// rate, and the pairs it would start or stop serving (to label), before saving.
 
 import { barChart, lineChart, meter } from "./charts.js";
 import { card, clear, debounce, fixed, h, message, num, pct } from "./dom.js";
+import { flipLists } from "./labels.js";
 
 export const title = "Quality";
 const POLL_MS = 5000;
@@ -119,6 +120,7 @@ function previewLines(p, isTheta) {
 class Setter {
   constructor(api, toast, onSaved, onPreview) {
     this.api = api;
+    this.ctx = { api, toast };
     this.toast = toast;
     this.onSaved = onSaved;
     this.onPreview = onPreview;
@@ -199,7 +201,7 @@ class Setter {
     this.preview.dataset.state = "loading";
     try {
       const p = await this.api.post(`/admin/threshold/preview${q}`, changeOf(what, level, name, v));
-      clear(this.preview, previewLines(p, what === "theta"));
+      clear(this.preview, previewLines(p, what === "theta"), flipLists(p, this.ctx));
       Object.assign(this.preview.dataset, { state: "ready", value: String(v), current: String(p.current.hit_rate), proposed: String(p.proposed.hit_rate) });
       this.onPreview(p.calibration ? p.calibration.proposed.tau : null);
       this.save.disabled = false;
