@@ -21,7 +21,7 @@ from app.wiring.corpora import open_corpora, preload, retrieve_step
 from app.wiring.disk import data_disk
 from app.wiring.pipeline import access_log, background_tasks, open_pipeline
 from app.wiring.replicas import Replicas
-from app.wiring.semantic import SemanticParts, open_embedder, semantic_step
+from app.wiring.semantic import SemanticParts, learn_labels, open_embedder, semantic_step
 from app.wiring.stores import (
     exact_store,
     lock_data_dir,
@@ -144,6 +144,8 @@ class Gateway:
         async with AsyncExitStack() as stack:
             gateway = await cls._open(stack, settings, reload, span_exporter, access_sink)
             gateway.labels = LabelledPairs.load(settings.data_dir / LABELS_FILE)
+            if gateway.semantic_step is not None and gateway.semantic_step.checks.learning:
+                gateway.labels.subscribe(learn_labels(gateway.semantic_step.checks.learning))
             if gateway.corpora is not None and settings.corpus_preload:
                 await preload(gateway.corpora, settings)
             await asyncio.gather(gateway.discovery.refresh(), gateway.monitor.check_once())

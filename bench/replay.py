@@ -11,11 +11,15 @@ share ``accuracy`` of the pairs, and every question of one cluster with one answ
 answer is right exactly when its text is the request's own cluster's answer.
 
 Variants, each a fresh simulator and gateway on the same stream: ``static`` (no judge: the
-calibrated τ alone) and ``judge@A`` (``DEJA_SEMANTIC_JUDGE=async``, the labelled judge of
-accuracy A). Reported: exact + semantic hit rate over the stream's last half, semantic hits and
-their precision (Wilson 95%), wrong answers, judge calls and tokens per request (``/metrics``),
-and p50/p99 latency of hits and of misses. Requests go ``--concurrency`` at a time, in stream
-order. The shadow re-asks are off (``--gateway-env`` turns them on).
+calibrated τ alone), and at each judge accuracy A (``DEJA_SEMANTIC_JUDGE=async``, the labelled
+judge): ``judge@A`` (the judge alone), ``promote@A`` (judged paraphrases become aliases),
+``learn@A`` (per-entry cut-offs and per-tenant correction from verdicts) and ``both@A``
+(``--kinds`` picks them). Reported: exact + semantic hit rate over the stream's last half,
+paraphrase hits (an answer stored for another question: semantic hits, and exact hits through
+an alias) and their precision (Wilson 95%), wrong answers, judge calls and tokens per request
+(``/metrics``), and p50/p99 latency of hits and of misses. Requests go ``--concurrency`` at a
+time, in stream order. Shadow re-asks run at the gateway's default 2% in every variant
+(``--shadow-rate``): they are the learning's evidence, and only measure elsewhere.
 
 **A simulation of a judge, on Quora's labels:** it measures what the cache does with verdicts,
 never how good a real model's verdicts are. The replica is SIMULATED.
@@ -116,6 +120,7 @@ class Reply:
     cache: str
     right: bool
     seconds: float
+    alias: bool = False  # served through a promoted paraphrase (X-Deja-Alias-Of)
 
 
 def ask_all(url: str, asks: list[tuple[str, str]], concurrency: int) -> list[Reply]:
@@ -134,7 +139,9 @@ def ask_all(url: str, asks: list[tuple[str, str]], concurrency: int) -> list[Rep
         if response.status_code != 200:
             return Reply("error", False, seconds)
         content = response.json()["choices"][0]["message"]["content"]
-        return Reply(response.headers.get("x-deja-cache", "?"), content == expected, seconds)
+        cache = response.headers.get("x-deja-cache", "?")
+        alias = "x-deja-alias-of" in response.headers
+        return Reply(cache, content == expected, seconds, alias)
 
     with ThreadPoolExecutor(max_workers=concurrency) as pool:
         return list(pool.map(one, asks))
@@ -148,6 +155,16 @@ def metric_total(text: str, name: str) -> float:
     )
 
 
+#: What each kind of variant turns on (the judge is async in all but ``static``).
+KINDS: dict[str, dict[str, str]] = {
+    "static": {"DEJA_SEMANTIC_PROMOTE": "false", "DEJA_SEMANTIC_LEARNING": "false"},
+    "judge": {"DEJA_SEMANTIC_PROMOTE": "false", "DEJA_SEMANTIC_LEARNING": "false"},
+    "promote": {"DEJA_SEMANTIC_PROMOTE": "true", "DEJA_SEMANTIC_LEARNING": "false"},
+    "learn": {"DEJA_SEMANTIC_PROMOTE": "false", "DEJA_SEMANTIC_LEARNING": "true"},
+    "both": {"DEJA_SEMANTIC_PROMOTE": "true", "DEJA_SEMANTIC_LEARNING": "true"},
+}
+
+
 def run_variant(
     name: str, labels: Path, accuracy: float | None, asks: list[tuple[str, str]], args: Any
 ) -> dict[str, Any]:
@@ -156,9 +173,10 @@ def run_variant(
     sim = start_sim(f"sim-{name}", cpu=None, args=sim_args)
     env = {
         "DEJA_SEMANTIC_ENABLED": "true",
-        "DEJA_SEMANTIC_SHADOW_RATE": "0",
+        "DEJA_SEMANTIC_SHADOW_RATE": str(args.shadow_rate),
         "DEJA_TEMPORAL_BYPASS": "false",
         "DEJA_SEMANTIC_JUDGE": "async" if accuracy is not None else "off",
+        **KINDS[name.split("@")[0]],
         "DEJA_MEMORY_CACHE_MAX_ENTRIES": str(max(10_000, 2 * len(asks))),
         "DEJA_MODEL_DIR": str(MODEL_CACHE_DIR),
         "DEJA_DATA_DIR": str(log_dir() / f"data-{name}"),  # each variant starts empty
@@ -181,7 +199,8 @@ def run_variant(
 def summarise(name: str, replies: list[Reply], metrics: str, wall: float) -> dict[str, Any]:
     n = len(replies)
     late = replies[n // 2 :]
-    semantic = [r for r in replies if r.cache == "semantic"]
+    # a paraphrase hit serves an answer stored for another question: semantic, or an alias
+    semantic = [r for r in replies if r.cache == "semantic" or r.alias]
     hits = [r for r in replies if r.cache in ("exact", "semantic")]
     misses = [r for r in replies if r.cache == "miss"]
     right = sum(r.right for r in semantic)
@@ -204,6 +223,7 @@ def summarise(name: str, replies: list[Reply], metrics: str, wall: float) -> dic
         "hit_rate_last_half": sum(r.cache in ("exact", "semantic") for r in late) / len(late),
         "exact_last_half": sum(r.cache == "exact" for r in late) / len(late),
         "semantic_hits": len(semantic),
+        "alias_hits": sum(r.alias for r in replies),
         "semantic_precision": right / len(semantic) if semantic else None,
         "semantic_precision_ci": wilson(right, len(semantic), 1.96),
         "wrong_answers": sum(not r.right for r in replies if r.cache != "error"),
@@ -233,6 +253,19 @@ def parse_args() -> argparse.Namespace:
     )
     parser.add_argument(
         "--accuracies", type=float, nargs="*", default=[0.8, 0.95, 1.0], help="judge variants"
+    )
+    parser.add_argument(
+        "--kinds",
+        nargs="*",
+        choices=[k for k in KINDS if k != "static"],
+        default=["promote", "learn", "both"],
+        help="learning variants run at each accuracy besides static (judge: the judge alone)",
+    )
+    parser.add_argument(
+        "--shadow-rate",
+        type=float,
+        default=0.02,
+        help="share of semantic hits re-asked (the gateway's default; learning's evidence)",
     )
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument(
@@ -298,7 +331,7 @@ def main() -> int:
     asks = [(q, answer_text(labels.answer_seed(q) or q)) for q, _ in drawn]
     print(f"distinct clusters drawn: {len({c for _, c in drawn}):,}", flush=True)
     variants: list[tuple[str, float | None]] = [("static", None)]
-    variants += [(f"judge@{a:g}", a) for a in args.accuracies]
+    variants += [(f"{k}@{a:g}", a) for k in args.kinds for a in args.accuracies]
     results = []
     for name, accuracy in variants:
         print(f"--- {name}", flush=True)
@@ -309,6 +342,7 @@ def main() -> int:
             r["hit_rate_last_half"],
             r["exact_last_half"],
             r["semantic_hits"],
+            r["alias_hits"],
             r["semantic_precision"],
             "{:.3f}-{:.3f}".format(*r["semantic_precision_ci"]),
             r["wrong_answers"],
@@ -324,7 +358,8 @@ def main() -> int:
         "variant",
         "hit rate (last half)",
         "exact (last half)",
-        "semantic hits",
+        "paraphrase hits",
+        "of them alias",
         "precision",
         "95% CI",
         "wrong",

@@ -163,6 +163,11 @@ class CacheSettings(BaseModel):
         "matched, as an alias (its exact key and vector serve the entry's answer); a tenant's "
         "promote in the keys file overrides it.",
     )
+    semantic_learning: bool = Field(
+        True,
+        description="Learn from live verdicts: each entry's cut-off from its evidence, and "
+        "a tenant's precision target raised while its live precision is under it.",
+    )
     semantic_judge_timeout_seconds: PositiveFloat = Field(
         2.0, description="Budget of one judge call (sync mode: added to the lookup)."
     )

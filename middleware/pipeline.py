@@ -138,6 +138,8 @@ class Pipeline:
             headers.append((b"x-deja-verifier-score", b"%.4f" % lookup.verifier_score))
         if answer.sources is not None:
             headers.append((b"x-deja-sources", sources_header(answer.sources).encode("latin-1")))
+        if answer.alias_of is not None:
+            headers.append((b"x-deja-alias-of", answer.alias_of.encode()))
         if req.stream:
             body = replay_sse(answer, model=req.model, include_usage=req.include_usage)
             return prebuilt_raw(body, SSE, headers)

@@ -52,6 +52,7 @@ log = logging.getLogger("deja.pipeline")
 #: waits for a slot; past it, the answer is not stored.
 SETTLE_WAIT_SECONDS = 30.0
 
+
 @dataclass(frozen=True, slots=True)
 class SemanticSettings:
     """How the semantic layer runs (θ and the precision target live in ``Thresholds``: they

@@ -174,6 +174,7 @@ async def get_entry(entry_id: str, gateway: Admin) -> Response:
         {
             **_describe(entry),
             "aliases": [_describe(e) for e in aliases],
+            **_evidence(gateway, answer),
             "age_seconds": round(answer.age(now), 3),
             "ttl_seconds": round(max(0.0, answer.expires_at - now), 3)
             if answer.expires_at
@@ -181,6 +182,23 @@ async def get_entry(entry_id: str, gateway: Admin) -> Response:
             "answer": dataclasses.asdict(answer),
         }
     )
+
+
+def _evidence(gateway: Gateway, answer: CachedAnswer) -> dict[str, Any]:
+    """What the learning loop knows of the entry: its verdicts (an alias's are its entry's)
+    and the cut-off they earn at the entry's tenant's target."""
+    step = gateway.semantic_step
+    learning = step.checks.learning if step is not None else None
+    if learning is None:
+        return {"evidence": [], "cutoff": None}
+    entry_id = answer.alias_of or answer.entry_id
+    found = learning.evidence.of(entry_id)
+    target = learning.target(answer.tenant, answer.model)
+    cutoff = learning.cutoff(entry_id, learning.table.tau(target), target)
+    return {
+        "evidence": [v.as_json() for v in found.verdicts] if found else [],
+        "cutoff": {"target": target, "tau": cutoff} if cutoff != float("inf") else None,
+    }
 
 
 @router.delete("/cache/entries/{entry_id}")

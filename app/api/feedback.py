@@ -70,6 +70,16 @@ async def apply_feedback(
     answer = await exact.get(entry_id) if ENTRY_ID.fullmatch(entry_id) else None
     if answer is None or (tenant is not None and answer.tenant != tenant):
         raise NotFoundError(f"no cache entry {entry_id}", param="entry_id")
+    step = gateway.semantic_step
+    if step is not None and step.checks.learning is not None:  # a verdict on a served answer
+        step.checks.learning.served(
+            answer.tenant,
+            answer.model,
+            answer.alias_of or answer.entry_id,
+            score=None,
+            correct=verdict == "right",
+            source="feedback",
+        )
     removed = verdict == "wrong" and await remove_entries(gateway, [entry_id]) > 0
     gateway.metrics.count(gateway.metrics.feedback, verdict, source)
     details = {"id": entry_id, "verdict": verdict, "removed": removed}

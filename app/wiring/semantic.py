@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +31,7 @@ from deja.semantic.cutoffs import CALIBRATION_FILE, CalibrationTable, load_table
 from deja.semantic.evidence import Evidence
 from deja.semantic.index import QUESTIONS, VectorStore
 from deja.semantic.judge import Judge
+from deja.semantic.labelled import Label
 from deja.semantic.learning import Learning
 from deja.semantic.promote import Promoter
 from deja.semantic.shadow import OnVerdict, ShadowChecks
@@ -204,7 +206,7 @@ def learning(
 ) -> Learning | None:
     """Evidence per entry and live precision per tenant; only with a calibration table (the
     cut-offs they move are its)."""
-    if parts.table is None:
+    if parts.table is None or not settings.semantic_learning:
         return None
 
     def moved(move: dict[str, Any]) -> None:
@@ -336,6 +338,17 @@ class SemanticParts:
             promoter=Promoter(self.exact, self.cache, metrics) if judge is not None else None,
             learning=learning,
         )
+
+
+def learn_labels(learning: Learning) -> Callable[[Label], None]:
+    """An operator's label (console) is evidence about the entry it names."""
+
+    def told(label: Label) -> None:
+        learning.judged(
+            label.tenant, label.entry_id, score=label.score, same=label.same, source="label"
+        )
+
+    return told
 
 
 def shadow_verdict(learning: Learning) -> OnVerdict:

@@ -17,7 +17,7 @@ fitted offline). Its evidence moves it two ways:
   ``prior_weight`` observations centred on the judge floor's precision (what the table says of
   the grey zone as a whole). When the one-sided 95% Wilson lower bound of the posterior mean is
   at least the request's target, the entry's cut-off is the lowest score at which it was judged
-  right (never under τ_floor). With the defaults and a target of 0.90 that takes about 40
+  right (never under τ_floor). With the defaults and a target of 0.90 that takes 37
   "same" verdicts and no "different" one: a rule that rarely fires, by design;
 * *up*, at once: an entry judged wrong at score s is never served again at or under s
   (``max(τ, s + step)``), whatever its other evidence. Wrong evidence always wins.

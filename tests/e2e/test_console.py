@@ -282,6 +282,31 @@ async def test_the_preview_lists_the_pairs_a_change_would_start_or_stop_serving(
         await restore_precision(env)
 
 
+async def test_a_raised_target_shows_a_banner_that_pins_and_resets(
+    console: Console, env: Env
+) -> None:
+    """The learning loop raised the default tenant's target (its verdicts fed in directly:
+    the traffic path is tests/e2e/test_learning.py); every page says so until ops reset it."""
+    correction = env.app.state.gateway.semantic_step.checks.learning.correction
+    try:
+        for _ in range(correction.min_verdicts):
+            correction.observe("default", False, 0.9)
+        await signed_in(console, "entries")
+        line = console.page.locator('#banner .banner-line[data-tenant="default"]')
+        await expect(line).to_contain_text("91.0% instead of 90.0%")
+        await console.shot("learning-banner")
+        await line.get_by_role("button", name="Pin").click()
+        await expect(line).to_contain_text("pinned")
+        await line.get_by_role("button", name="Reset").click()
+        await expect(console.page.locator("#banner")).to_be_hidden()
+        actions = await env.admin("GET", "/admin/audit", params={"action": "semantic"})
+        names = [a["action"] for a in actions["actions"]]
+        assert "semantic.correction.pin" in names and "semantic.correction.reset" in names
+    finally:
+        correction.reset("default")
+        correction.pin("default", False)
+
+
 async def test_the_corpora_tab_says_when_there_are_no_corpora(console: Console) -> None:
     await signed_in(console, "corpora")
     await expect(console.page.locator("#corpora-empty")).to_contain_text("No corpora")

@@ -75,7 +75,8 @@ async def test_a_judged_paraphrase_becomes_an_exact_alias(sync_env: Env) -> None
     again = await env.ask(PARAPHRASE)
     assert again.headers["x-deja-cache"] == "exact"
     alias = again.headers["x-deja-entry"]
-    assert alias != entry
+    assert alias != entry and again.headers["x-deja-alias-of"] == entry
+    assert "x-deja-alias-of" not in first.headers
     assert again.parse().choices[0].message.content == first.parse().choices[0].message.content
     listed = await env.admin("GET", f"/admin/cache/entries/{entry}")
     assert [a["id"] for a in listed["aliases"]] == [alias]

@@ -8,6 +8,7 @@ import * as quality from "./quality.js";
 import * as entries from "./entries.js";
 import * as corpora from "./corpora.js";
 import * as audit from "./audit.js";
+import { mountBanner } from "./learning.js";
 
 const PAGES = { overview, quality, entries, corpora, audit };
 
@@ -22,6 +23,8 @@ const toastBox = document.getElementById("toast");
 
 let api = null;
 let stopPage = null;
+let stopBanner = null;
+const banner = document.getElementById("banner");
 
 function toast(text, kind = "ok") {
   const el = h("div", { class: `toast ${kind}`, role: "status" }, text);
@@ -31,7 +34,10 @@ function toast(text, kind = "ok") {
 
 function showLogin(reason = "") {
   if (stopPage) stopPage();
+  if (stopBanner) stopBanner();
   stopPage = null;
+  stopBanner = null;
+  banner.hidden = true;
   api = null;
   forgetKey();
   app.hidden = true;
@@ -59,6 +65,7 @@ async function signIn(key, { quiet = false } = {}) {
   api = candidate;
   loginView.hidden = true;
   app.hidden = false;
+  stopBanner = mountBanner(banner, api);
   route();
   return true;
 }
