@@ -206,9 +206,14 @@ def summarise(name: str, replies: list[Reply], metrics: str, wall: float) -> dic
     right = sum(r.right for r in semantic)
     window = max(1, n // 20)
 
+    chunks = [replies[i : i + window] for i in range(0, n, window)]
+
     def over_time(kinds: tuple[str, ...]) -> list[float]:
-        chunks = [replies[i : i + window] for i in range(0, n, window)]
         return [sum(r.cache in kinds for r in chunk) / len(chunk) for chunk in chunks]
+
+    wrong_so_far = list(
+        itertools.accumulate(sum(not r.right and r.cache != "error" for r in c) for c in chunks)
+    )
 
     def ms(of: list[Reply]) -> list[float] | None:
         return [percentile([r.seconds * 1e3 for r in of], p) for p in (50, 99)] if of else None
@@ -219,6 +224,10 @@ def summarise(name: str, replies: list[Reply], metrics: str, wall: float) -> dic
         "window": window,
         "hit_rate_over_time": over_time(("exact", "semantic")),
         "semantic_rate_over_time": over_time(("semantic",)),
+        "paraphrase_rate_over_time": [
+            sum(r.cache == "semantic" or r.alias for r in chunk) / len(chunk) for chunk in chunks
+        ],
+        "wrong_over_time": wrong_so_far,
         "errors": sum(r.cache == "error" for r in replies),
         "hit_rate_last_half": sum(r.cache in ("exact", "semantic") for r in late) / len(late),
         "exact_last_half": sum(r.cache == "exact" for r in late) / len(late),
@@ -283,32 +292,37 @@ def parse_args() -> argparse.Namespace:
 
 
 def plot(results: list[dict[str, Any]], path: Path, title: str) -> None:
-    """Hit rate (exact + semantic, solid) and semantic hit rate (dashed) per window."""
+    """Left: hit rate (exact + semantic, solid) and paraphrase hit rate (semantic or through an
+    alias, dashed) per window; right: wrong answers served so far. One colour per variant."""
     from app.cli.plot import new_figure, save_png
 
-    figure = new_figure(9, 5.5)
-    axes = figure.subplots()
-    markers = "osD^v"
+    figure = new_figure(13, 5.5)
+    rates, wrong = figure.subplots(1, 2, gridspec_kw={"width_ratios": [3, 2]})
+    markers = "osD^v<>p*h"
     for index, r in enumerate(results):
         window = r["window"]
         xs = [(i + 0.5) * window for i in range(len(r["hit_rate_over_time"]))]
-        # wide first, narrower after, each with its marker: equal curves stay visible
-        style = {"linewidth": max(1.0, 5.0 - 1.3 * index), "marker": markers[index % 5]}
-        (line,) = axes.plot(xs, r["hit_rate_over_time"], label=f"{r['variant']}: all hits", **style)
-        axes.plot(
-            xs,
-            r["semantic_rate_over_time"],
-            linestyle="--",
-            color=line.get_color(),
-            label=f"{r['variant']}: semantic",
-            **style,
-        )
-    axes.set_xlabel("request in the stream")
-    axes.set_ylabel(f"hit rate per window of {results[0]['window']:,} requests")
-    axes.set_ylim(0, 1)
-    axes.grid(alpha=0.3)
-    axes.legend(fontsize=8, ncol=2)
-    axes.set_title(title, fontsize=10)
+        ends = [(i + 1) * window for i in range(len(r["wrong_over_time"]))]
+        style = {"linewidth": 3.0 if r["variant"] == "static" else 1.2}
+        style["marker"] = markers[index % len(markers)]
+        style["markersize"] = 4
+        (line,) = rates.plot(xs, r["hit_rate_over_time"], label=r["variant"], **style)
+        colour = line.get_color()
+        rates.plot(xs, r["paraphrase_rate_over_time"], linestyle="--", color=colour, **style)
+        wrong.plot(ends, r["wrong_over_time"], color=colour, label=r["variant"], **style)
+    rates.set_xlabel("request in the stream")
+    rates.set_ylabel(
+        f"hit rate per window of {results[0]['window']:,} requests "
+        "(solid: all hits, dashed: paraphrase hits)"
+    )
+    rates.set_ylim(0, 1)
+    rates.grid(alpha=0.3)
+    rates.legend(fontsize=8, ncol=2, loc="center right")
+    wrong.set_xlabel("request in the stream")
+    wrong.set_ylabel("wrong answers served so far")
+    wrong.grid(alpha=0.3)
+    wrong.legend(fontsize=8, ncol=2, loc="upper left")
+    figure.suptitle(title, fontsize=10)
     save_png(figure, path)
 
 

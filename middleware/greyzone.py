@@ -6,7 +6,8 @@ mode's fresh call; async mode asks in the background and returns None (a miss no
 verdict, off the request path, becomes evidence about the candidate's entry (an alias's verdict
 is its entry's, ``deja.semantic.learning``), and "same" promotes the question to an alias of
 that entry (``deja.semantic.promote``), when the gateway and the tenant allow it and the
-request's answer may be stored under its key.
+request's answer may be stored under its key; in async mode only when the miss's own answer
+agrees with the entry's (answers that disagree are evidence against the entry).
 """
 
 from __future__ import annotations
@@ -85,10 +86,15 @@ class GreyZone:
         promotes = self.promotes(req, lookup)
         tenant, score = req.tenant, cand.score
 
+        confirm = self.judge.mode == "async"  # the miss's own answer is a second opinion
+
         async def after(same: bool, *, learn: bool = True) -> None:
             if learning is not None and learn:
                 learning.judged(tenant, entry_id, score=score, same=same, source="judge")
-            if same and promotes and promoter is not None and key is not None:
-                await promoter.promote(query, key, vector, entry_id)
+            if not (same and promotes and promoter is not None and key is not None):
+                return
+            outcome = await promoter.promote(query, key, vector, entry_id, confirm=confirm)
+            if outcome == "disagreed" and learning is not None:  # the answers say "different"
+                learning.judged(tenant, entry_id, score=score, same=False, source="shadow")
 
         return after

@@ -213,10 +213,7 @@ class SemanticStep:
             hit = await self.serve(req, lookup, ranked[0], orphans)
             return hit if hit.answer is not None else without(lookup, ranked, orphans)
         learning = self.checks.learning
-        if learning is not None:
-            target = learning.target(req.tenant, req.model)
-        else:
-            target = self.thresholds.precision.resolve(req.tenant, req.model)
+        target = self.target(req)
         tau = table.tau(target)
         cuts = [
             tau if learning is None else learning.cutoff(entry_of(c), tau, target) for c in ranked
@@ -269,6 +266,14 @@ class SemanticStep:
             verifier_score=cand.score,
         )
 
+    def target(self, req: GatewayRequest) -> float:
+        """The precision target this request is decided at: its tenant's or model's, raised
+        by what the tenant's live precision earned (``deja.semantic.correction``)."""
+        learning = self.checks.learning
+        if learning is not None:
+            return learning.target(req.tenant, req.model)
+        return self.thresholds.precision.resolve(req.tenant, req.model)
+
     def sample(
         self,
         req: GatewayRequest,
@@ -285,7 +290,7 @@ class SemanticStep:
         cut: Cut = "theta"
         if score is not None and self.checks.table is not None:
             cut = "tau"
-            floor = self.checks.table.tau(self.thresholds.precision.resolve(req.tenant, req.model))
+            floor = self.checks.table.tau(self.target(req))
         similarity = best.point.score if best is not None else None
         candidate = None
         if best is not None:

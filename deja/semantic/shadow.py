@@ -128,6 +128,17 @@ def cached_text(answer: CachedAnswer) -> str:
     return (answer.text or "").strip()
 
 
+async def answers_agree(embedder: Embedder, one: str, other: str, cosine: float = 0.90) -> bool:
+    """True when two answers' embeddings are at least ``cosine`` apart. Identical texts agree
+    without embedding; an empty text only agrees with an empty one."""
+    if one == other:
+        return True
+    if not one or not other:
+        return False
+    a, b = await asyncio.gather(embedder.embed(one), embedder.embed(other))
+    return sum(x * y for x, y in zip(a, b, strict=True)) >= cosine  # unit vectors: dot = cosine
+
+
 def fresh_text(endpoint: str, body: bytes) -> str:
     """The text of a replica's non-streamed answer; ValueError when it has no usable choice."""
     parsed = orjson.loads(body)
@@ -257,15 +268,7 @@ class ShadowChecks:
         return "agree" if await self.similar(cached, fresh) else "disagree"
 
     async def similar(self, cached: str, fresh: str) -> bool:
-        """True when the two answers' embeddings are at least ``agree_cosine`` apart. Identical
-        texts agree without embedding; an empty text only agrees with an empty one."""
-        if cached == fresh:
-            return True
-        if not cached or not fresh:
-            return False
-        a, b = await asyncio.gather(self.embedder.embed(cached), self.embedder.embed(fresh))
-        cosine = sum(x * y for x, y in zip(a, b, strict=True))  # unit vectors: dot = cosine
-        return cosine >= self.agree_cosine
+        return await answers_agree(self.embedder, cached, fresh, self.agree_cosine)
 
     def _record(self, tenant: str, similarity: float, verdict: Verdict) -> None:
         label = band(similarity)

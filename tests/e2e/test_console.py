@@ -170,6 +170,32 @@ async def test_deleting_an_entry_makes_the_next_request_miss(console: Console, e
     assert (await env.ask(question, system)).headers["x-deja-cache"] == "miss"
 
 
+async def test_an_entry_shows_its_promoted_paraphrases_and_verdicts(
+    console: Console, env: Env
+) -> None:
+    """An alias and a verdict made in the gateway directly (the traffic paths are
+    test_promotion.py and test_learning.py): the entry's panel lists both."""
+    system = env.scope()
+    word = uuid.uuid4().hex[:8]
+    question = f"What does the code word {word} mean?"
+    entry = (await env.ask(question, system)).headers["x-deja-entry"]
+    gateway = env.app.state.gateway
+    paraphrase = f"What is the meaning of the code word {word}?"
+    assert await gateway.exact.promote(entry, uuid.uuid4().hex * 2, paraphrase) is not None
+    gateway.semantic_step.checks.learning.judged(
+        "default", entry, score=0.5, same=False, source="judge"
+    )
+    await signed_in(console, "entries")
+    page = console.page
+    await page.fill("#entry-query", question)
+    await page.click("#entry-search button[type=submit]")
+    await page.locator(f"#entry-results tr[data-entry-id='{entry}']").click()
+    await expect(page.locator("#entry-aliases")).to_contain_text(paraphrase)
+    await expect(page.locator("#entry-verdicts")).to_contain_text("wrong · judge at 0.500")
+    await expect(page.locator("#entry-cutoff")).to_contain_text("cut-off")
+    await console.shot("entry-learnt")
+
+
 async def test_invalidating_by_filter_previews_first_then_misses(
     console: Console, env: Env
 ) -> None:

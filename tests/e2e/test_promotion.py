@@ -19,7 +19,8 @@ import yaml
 from deja.semantic.crossencoder import SHIPPED_DIR
 from deja.semantic.cutoffs import CALIBRATION_FILE
 from deja.tenancy.keyring import key_hash
-from sim.runner import SimCluster
+from sim.config import SimConfig
+from sim.runner import SimCluster, start_simulators
 from tests.e2e.test_verified_semantic import ADMIN, Env
 
 pytestmark = pytest.mark.e2e
@@ -137,18 +138,53 @@ async def test_a_tenant_can_turn_promotion_off(
         assert (await learns.ask(PARAPHRASE)).headers["x-deja-cache"] == "exact"
 
 
-async def test_async_judge_promotes_after_the_miss_and_the_alias_stays(
-    make_gateway: Any, judged: dict[str, Any]
+@pytest.fixture
+async def labelled(tmp_path: Path) -> AsyncIterator[SimCluster]:
+    """A simulator that knows ASKED and PARAPHRASE as one cluster: one answer for both, and a
+    right "same" (SIMULATED, as the word-overlap rule is)."""
+    path = tmp_path / "labels.jsonl"
+    path.write_text(
+        "".join(json.dumps({"question": q, "cluster": 1}) + "\n" for q in (ASKED, PARAPHRASE))
+    )
+    cluster = await start_simulators(1, SimConfig(speed=0, judge_labels=str(path)))
+    try:
+        yield cluster
+    finally:
+        await cluster.stop()
+
+
+async def test_async_judge_promotes_once_the_answers_agree_and_the_alias_stays(
+    make_gateway: Any, judged: dict[str, Any], labelled: SimCluster
 ) -> None:
-    async with make_gateway(semantic_judge="async", **judged) as (url, app):
+    async with make_gateway(
+        semantic_judge="async", **{**judged, "replicas": labelled.urls}
+    ) as (url, app):
         env = Env(url, app)
         entry = (await env.ask(ASKED)).headers["x-deja-entry"]
         first = await env.ask(PARAPHRASE)  # a miss now; the verdict and promotion after it
         assert first.headers["x-deja-cache"] == "miss"
         again = await env.ask(PARAPHRASE)
         assert again.headers["x-deja-cache"] == "exact"
-        record = await env.admin("GET", f"/admin/cache/entries/{again.headers['x-deja-entry']}")
-        assert record["alias_of"] == entry  # the entry's answer, not the miss's own
+        assert again.headers["x-deja-alias-of"] == entry  # the entry's answer, not the miss's
+        assert promotions(await metrics_text(env), "promoted") == 1
+
+
+async def test_async_judge_does_not_promote_over_answers_that_disagree(
+    make_gateway: Any, judged: dict[str, Any]
+) -> None:
+    """The word-overlap judge says "same", but the simulator answers each prompt its own way:
+    the miss's answer disagrees with the entry's, so no alias, and the entry learns it."""
+    async with make_gateway(semantic_judge="async", **judged) as (url, app):
+        env = Env(url, app)
+        entry = (await env.ask(ASKED)).headers["x-deja-entry"]
+        await env.ask(PARAPHRASE)
+        again = await env.ask(PARAPHRASE)
+        assert again.headers["x-deja-cache"] == "exact"  # its own answer, stored by the miss
+        assert "x-deja-alias-of" not in again.headers
+        assert promotions(await metrics_text(env), "disagreed") == 1
+        record = await env.admin("GET", f"/admin/cache/entries/{entry}")
+        sources = {(v["source"], v["correct"]) for v in record["evidence"]}
+        assert sources == {("judge", True), ("shadow", False)}
 
 
 async def test_with_promotion_off_the_gateway_behaves_as_before(

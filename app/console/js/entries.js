@@ -4,7 +4,7 @@
 
 import { query } from "./api.js";
 import { meter } from "./charts.js";
-import { ago, card, clear, duration, fixed, h, message, num } from "./dom.js";
+import { ago, card, clear, duration, fixed, h, message, num, pct } from "./dom.js";
 import { labelButtons, labelledPairs, servedPairs } from "./labels.js";
 
 export const title = "Entries";
@@ -84,8 +84,28 @@ function entryDetail(e, panel, onConfirm) {
       h("dt", {}, "Tokens"), h("dd", {}, `${num(usage.prompt_tokens)} prompt, ${num(usage.completion_tokens)} completion`),
       h("dt", {}, "Entry id"), h("dd", { class: "mono" }, e.id),
     ),
+    ...learnt(e),
     h("div", { class: "actions" }, deleteButtons(onConfirm)),
   ];
+}
+
+// What the learning loop made of an entry: its promoted paraphrases (aliases) and the verdicts
+// about it with the cut-off they earn; or, for an alias, the entry it stands for.
+function learnt(e) {
+  if (e.alias_of) {
+    return [h("p", { class: "note", id: "entry-alias-of" }, `A promoted paraphrase: an alias of entry ${e.alias_of.slice(0, 12)}…, served that entry's answer.`)];
+  }
+  const out = [h("h3", {}, `Promoted paraphrases (${num(e.aliases.length)})`)];
+  out.push(e.aliases.length
+    ? h("ul", { class: "aliases", id: "entry-aliases" }, e.aliases.map((a) => h("li", {}, h("span", { class: "q" }, a.question || "(no text)"), h("span", { class: "note" }, ` · ${num(a.hits)} hits`))))
+    : h("p", { class: "note" }, "None yet: a grey-zone question the judge calls the same is added here."));
+  const cut = e.cutoff ? `cut-off ${fixed(e.cutoff.tau)} at target ${pct(e.cutoff.target)}` : "";
+  out.push(h("h3", {}, `Verdicts (${num(e.evidence.length)})`));
+  out.push(e.evidence.length
+    ? h("ul", { class: "verdicts", id: "entry-verdicts" }, e.evidence.map((v) => h("li", {}, `${v.correct ? "right" : "wrong"} · ${v.source}${v.score === null ? "" : ` at ${fixed(v.score)}`}`)))
+    : h("p", { class: "note" }, "No verdicts yet (judge, shadow checks, feedback, labels)."));
+  if (cut) out.push(h("p", { class: "note", id: "entry-cutoff" }, cut));
+  return out;
 }
 
 // Load one entry into the detail panel; deleting it removes it from both layers.
