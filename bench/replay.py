@@ -311,15 +311,16 @@ def plot(results: list[dict[str, Any]], path: Path, title: str) -> None:
         rates.plot(xs, r["paraphrase_rate_over_time"], linestyle="--", color=colour, **style)
         wrong.plot(ends, r["wrong_over_time"], color=colour, label=r["variant"], **style)
     rates.set_xlabel("request in the stream")
-    rates.set_ylabel(
-        f"hit rate per window of {results[0]['window']:,} requests "
-        "(solid: all hits, dashed: paraphrase hits)"
+    rates.set_ylabel(f"hit rate per window of {results[0]['window']:,} requests")
+    rates.set_title(
+        "solid: all hits; dashed: paraphrase hits (semantic, or through an alias)", fontsize=9
     )
     rates.set_ylim(0, 1)
     rates.grid(alpha=0.3)
     rates.legend(fontsize=8, ncol=2, loc="center right")
     wrong.set_xlabel("request in the stream")
     wrong.set_ylabel("wrong answers served so far")
+    wrong.set_title("wrong answers (all hits)", fontsize=9)
     wrong.grid(alpha=0.3)
     wrong.legend(fontsize=8, ncol=2, loc="upper left")
     figure.suptitle(title, fontsize=10)
