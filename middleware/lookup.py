@@ -4,7 +4,8 @@
    (``middleware.policy``).
 2. bypass: a question whose answer depends on when it is asked skips both cache layers and is
    not stored (the temporal rules; the classifier on the embedding runs in step 4).
-3. exact: the canonical request's key (``cache_key``, the entry id) → ``ExactStore.get``.
+3. exact: the canonical request's key (``cache_key``, the entry id) → ``AliasedStore.get`` (an
+   alias resolves to its entry's answer).
 4. semantic: ``middleware.semantic.SemanticStep`` (embed, search the scope, verify).
 
 The :class:`Lookup` is either an answer to replay, or what a miss needs downstream: the entry id,
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from deja.cache.entry import CachedAnswer
-from deja.cache.exact.base import ExactStore
+from deja.cache.exact.aliases import AliasedStore
 from deja.cache.keys import cache_key
 from deja.diskspace import DiskSpace
 from deja.errors import CacheUnavailableError
@@ -89,7 +90,7 @@ class LookupStep:
 
     def __init__(
         self,
-        exact: ExactStore | None,
+        exact: AliasedStore | None,
         metrics: Metrics,
         tracing: Tracing,
         *,
@@ -149,7 +150,9 @@ class LookupStep:
             return Lookup.miss(Outcome.MISS, entry_id, req)
         started = time.perf_counter()
         try:
-            answer = await store.get(entry_id)
+            answer = await store.store.get(entry_id)  # AliasedStore.get, one coroutine less
+            if answer is not None and answer.alias_of is not None:
+                answer = await store.resolve(entry_id, answer)
         except CacheUnavailableError:
             self.metrics.count(self.metrics.store_errors, "exact")
             return Lookup.miss(Outcome.OFF, entry_id, req)

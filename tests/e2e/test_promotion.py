@@ -156,9 +156,10 @@ async def labelled(tmp_path: Path) -> AsyncIterator[SimCluster]:
 async def test_async_judge_promotes_once_the_answers_agree_and_the_alias_stays(
     make_gateway: Any, judged: dict[str, Any], labelled: SimCluster
 ) -> None:
-    async with make_gateway(
-        semantic_judge="async", **{**judged, "replicas": labelled.urls}
-    ) as (url, app):
+    async with make_gateway(semantic_judge="async", **{**judged, "replicas": labelled.urls}) as (
+        url,
+        app,
+    ):
         env = Env(url, app)
         entry = (await env.ask(ASKED)).headers["x-deja-entry"]
         first = await env.ask(PARAPHRASE)  # a miss now; the verdict and promotion after it

@@ -8,6 +8,7 @@ import time
 import orjson
 
 from deja.cache.entry import CachedAnswer
+from deja.cache.exact.aliases import AliasedStore
 from deja.cache.exact.memory import MemoryExactStore
 from deja.errors import CacheUnavailableError
 from deja.observability.metrics import Metrics
@@ -40,7 +41,8 @@ class BrokenStore(MemoryExactStore):
 
 
 def step(store: MemoryExactStore | None) -> LookupStep:
-    return LookupStep(store, Metrics(), Tracing(None, batch=False))
+    aliased = AliasedStore(store) if store is not None else None
+    return LookupStep(aliased, Metrics(), Tracing(None, batch=False))
 
 
 def test_a_miss_is_storable_only_with_an_entry_id_and_a_writing_policy() -> None:
