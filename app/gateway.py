@@ -183,11 +183,8 @@ class Gateway:
         )
         corpora = await open_corpora(stack, settings, embedder, metrics, vectors)
         thresholds = parts.thresholds(settings, metrics)
-        background = background_tasks(stack)
-        recent, audit_trail = RecentLookups(), AuditTrail()
-        semantic = semantic_step(
-            settings, parts, thresholds, metrics, background, recent, audit_trail
-        )
+        background, recent, audit = background_tasks(stack), RecentLookups(), AuditTrail()
+        semantic = semantic_step(settings, parts, thresholds, metrics, background, recent, audit)
         pipeline = await open_pipeline(
             stack,
             settings,
@@ -216,7 +213,7 @@ class Gateway:
             monitor=replicas.monitor,
             timeline=_timeline(settings, pipeline, metrics, replicas.upstream.pool),
             recent=recent,
-            audit_trail=audit_trail,
+            audit_trail=audit,
             reload=reload,
             background=background,
             corpora=corpora,
