@@ -123,7 +123,7 @@ async def test_redis_stopped_mid_run_serves_then_resumes_caching(
             redis.stop()
             # The local tier (redis_client_cache) answers until its invalidation subscription
             # is known to be lost; from then on, with Redis down, nothing is served from cache.
-            tracking = app.state.gateway.exact.tracking
+            tracking = app.state.gateway.exact.store.tracking
             for _ in range(300):
                 if not tracking.live:
                     break

@@ -255,7 +255,7 @@ async def test_a_master_killed_under_load_costs_no_wrong_answer_and_no_5xx(
             text = first.json()["choices"][0]["message"]["content"]
             questions[first.headers["x-deja-entry"]] = (body, text)
         await app.state.gateway.pipeline.drain()
-        await until(lambda: app.state.gateway.exact.tracking.live, within=10)
+        await until(lambda: app.state.gateway.exact.store.tracking.live, within=10)
         victim = own_cluster.master_of(KEY_PREFIX + next(iter(questions)))
         moved = {e for e in questions if own_cluster.master_of(KEY_PREFIX + e) == victim}
         seen = Outcomes()

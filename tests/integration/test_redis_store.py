@@ -255,7 +255,7 @@ async def test_two_processes_sharing_redis_keep_the_invalidation_promise(
         httpx.AsyncClient(timeout=10) as http,
     ):
         for app in (app_one, app_two):
-            await until(lambda app=app: app.state.gateway.exact.tracking.live)
+            await until(lambda app=app: app.state.gateway.exact.store.tracking.live)
         first = await http.post(one + "/v1/chat/completions", json=body)
         await app_one.state.gateway.pipeline.drain()
         entry = first.headers["x-deja-entry"]
@@ -264,7 +264,7 @@ async def test_two_processes_sharing_redis_keep_the_invalidation_promise(
                 hit = await http.post(base + "/v1/chat/completions", json=body)
                 assert hit.headers["x-deja-cache"] == "exact"
         for app in (app_one, app_two):
-            assert app.state.gateway.exact.tracking.get(entry) is not None  # served locally
+            assert app.state.gateway.exact.store.tracking.get(entry) is not None  # served locally
         deleted = await http.delete(f"{one}/admin/cache/entries/{entry}", headers=admin)
         assert deleted.status_code == 200
         after = await http.post(two + "/v1/chat/completions", json=body)

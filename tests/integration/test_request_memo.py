@@ -65,6 +65,7 @@ def test_for_request_copies_every_field() -> None:
         corpus="docs",
         context_id="kb-1",
         share_prefix_cache=True,
+        promote=False,
         rag_on_failure="answer",
         corpus_filter=(("lang", "en"),),
     )
