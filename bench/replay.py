@@ -276,6 +276,9 @@ def parse_args() -> argparse.Namespace:
         default=0.02,
         help="share of semantic hits re-asked (the gateway's default; learning's evidence)",
     )
+    parser.add_argument(
+        "--reverse", action="store_true", help="run the variants in reverse order (latency A/B)"
+    )
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument(
         "--gateway-env", action="append", default=[], metavar="KEY=VALUE", help="repeatable"
@@ -347,6 +350,8 @@ def main() -> int:
     print(f"distinct clusters drawn: {len({c for _, c in drawn}):,}", flush=True)
     variants: list[tuple[str, float | None]] = [("static", None)]
     variants += [(f"{k}@{a:g}", a) for k in args.kinds for a in args.accuracies]
+    if args.reverse:  # run again in the other order: drift over the run falls on both alike
+        variants.reverse()
     results = []
     for name, accuracy in variants:
         print(f"--- {name}", flush=True)

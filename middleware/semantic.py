@@ -294,8 +294,8 @@ class SemanticStep:
         similarity = best.point.score if best is not None else None
         candidate = None
         if best is not None:
-            candidate = Candidate(
-                query.text, best.question, best.point.entry_id, best.point.score, score
+            candidate = Candidate(  # an alias's vector: its entry (what a label is about)
+                query.text, best.question, entry_of(best), best.point.score, score
             )
         sample = LookupSample(
             time.time(),
