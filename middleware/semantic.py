@@ -116,7 +116,9 @@ class SemanticStep:
         self.grey = (
             None
             if judge is None
-            else GreyZone(judge, spawn, self.checks.promoter, self.checks.learning)
+            else GreyZone(
+                judge, spawn, self.checks.promoter, self.checks.learning, self.checks.shadow
+            )
         )
 
     async def lookup(self, req: GatewayRequest, lookup: Lookup) -> Lookup:
@@ -267,8 +269,7 @@ class SemanticStep:
         )
 
     def target(self, req: GatewayRequest) -> float:
-        """The precision target this request is decided at: its tenant's or model's, raised
-        by what the tenant's live precision earned (``deja.semantic.correction``)."""
+        """The request's precision target, raised by its tenant's live precision (if so)."""
         learning = self.checks.learning
         if learning is not None:
             return learning.target(req.tenant, req.model)

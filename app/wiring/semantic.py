@@ -313,7 +313,8 @@ class SemanticParts:
                 timeout=settings.semantic_judge_timeout_seconds,
             )
         shadow = None
-        if settings.semantic_shadow_rate > 0:
+        # sync judging re-asks what it promotes, as a shadow check, even when none is sampled
+        if settings.semantic_shadow_rate > 0 or (judge is not None and judge.mode == "sync"):
             shadow = ShadowChecks(
                 rate=settings.semantic_shadow_rate,
                 upstream=self.upstream,

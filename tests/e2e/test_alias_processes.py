@@ -1,8 +1,9 @@
 """Every way an entry can go takes its aliases with it, across two `deja serve` processes that
 share a real Redis (issue 24): delete, filter invalidation, TTL, provenance, feedback.
 
-Process A promotes (sync judge; the simulator's judge says "same" by word overlap, mechanics
-only), process B serves the alias from Redis, then the entry goes through one process and
+Process A promotes (sync judge; the simulator knows the two questions as one cluster, so its
+judge says "same" and the confirming re-ask agrees: SIMULATED, mechanics only), process B serves
+the alias from Redis, then the entry goes through one process and
 neither serves the alias any more. Each process keeps its own Qdrant Edge (no Qdrant server
 can be installed here), so the vector layer is checked in the process that removed the entry;
 the promise that matters, "never served", is the exact layer's, which Redis shares."""
@@ -24,7 +25,8 @@ import pytest
 
 from deja.semantic.crossencoder import SHIPPED_DIR
 from deja.semantic.cutoffs import CALIBRATION_FILE
-from sim.runner import SimCluster
+from sim.config import SimConfig
+from sim.runner import SimCluster, start_simulators
 from tests.e2e.test_workers import env_for
 from tests.support import SIM_MODEL, free_port
 
@@ -88,10 +90,26 @@ async def start(env: dict[str, str]) -> tuple[asyncio.subprocess.Process, str]:
 
 
 @pytest.fixture(scope="module")
+async def labelled(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[SimCluster]:
+    """A simulator that knows ASKED and PARAPHRASE as one cluster: one answer for both (what
+    the re-ask that confirms a sync promotion compares), and a "same" from its judge."""
+    path = tmp_path_factory.mktemp("labels") / "labels.jsonl"
+    path.write_text(
+        "".join(json.dumps({"question": q, "cluster": 1}) + "\n" for q in (ASKED, PARAPHRASE))
+    )
+    cluster = await start_simulators(1, SimConfig(speed=0, judge_labels=str(path)))
+    try:
+        yield cluster
+    finally:
+        await cluster.stop()
+
+
+@pytest.fixture(scope="module")
 async def pair(
-    sims: SimCluster, redis_url: str, tmp_path_factory: pytest.TempPathFactory
+    labelled: SimCluster, redis_url: str, tmp_path_factory: pytest.TempPathFactory
 ) -> AsyncIterator[tuple[str, str]]:
     """Gateways A and B: separate processes and data dirs, one Redis."""
+    sims = labelled
     root = tmp_path_factory.mktemp("aliases")
     table = json.loads((SHIPPED_DIR / CALIBRATION_FILE).read_text())
     for row in table["table"]:  # no candidate clears the target's cut-off: all go to the judge

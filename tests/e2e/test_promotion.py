@@ -1,9 +1,11 @@
 """Promotion (issue 24): a grey-zone paraphrase the judge calls the same becomes an alias of the
 entry, through a real gateway (ONNX embedder and verifier, Qdrant Edge) and simulated replicas.
 
-The simulator's judge says "same" by word overlap (mechanics only, no quality claim). The
-calibration table is edited so that no candidate clears the default target's cut-off: every
-candidate over the judge floor's cut-off goes to the judge."""
+The simulator knows the two questions as one cluster (``--judge-labels``): one answer for both,
+and a "same" from its judge; unlabelled, it says "same" by word overlap and answers each prompt
+its own way. Both are SIMULATED: mechanics only, no quality claim. The calibration table is
+edited so that no candidate clears the default target's cut-off: every candidate over the judge
+floor's cut-off goes to the judge."""
 
 from __future__ import annotations
 
@@ -40,10 +42,25 @@ def grey_table(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+@pytest.fixture(scope="module")
+async def labelled(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[SimCluster]:
+    """A simulator that knows ASKED and PARAPHRASE as one cluster: one answer for both, and a
+    right "same" (SIMULATED, as the word-overlap rule is)."""
+    path = tmp_path_factory.mktemp("labels") / "labels.jsonl"
+    path.write_text(
+        "".join(json.dumps({"question": q, "cluster": 1}) + "\n" for q in (ASKED, PARAPHRASE))
+    )
+    cluster = await start_simulators(1, SimConfig(speed=0, judge_labels=str(path)))
+    try:
+        yield cluster
+    finally:
+        await cluster.stop()
+
+
 @pytest.fixture
-def judged(sims: SimCluster, grey_table: Path) -> dict[str, Any]:
+def judged(labelled: SimCluster, grey_table: Path) -> dict[str, Any]:
     return {
-        "replicas": sims.urls,
+        "replicas": labelled.urls,
         "semantic_enabled": True,
         "admin_key": ADMIN,
         "semantic_shadow_rate": 0.0,
@@ -138,21 +155,6 @@ async def test_a_tenant_can_turn_promotion_off(
         assert (await learns.ask(PARAPHRASE)).headers["x-deja-cache"] == "exact"
 
 
-@pytest.fixture
-async def labelled(tmp_path: Path) -> AsyncIterator[SimCluster]:
-    """A simulator that knows ASKED and PARAPHRASE as one cluster: one answer for both, and a
-    right "same" (SIMULATED, as the word-overlap rule is)."""
-    path = tmp_path / "labels.jsonl"
-    path.write_text(
-        "".join(json.dumps({"question": q, "cluster": 1}) + "\n" for q in (ASKED, PARAPHRASE))
-    )
-    cluster = await start_simulators(1, SimConfig(speed=0, judge_labels=str(path)))
-    try:
-        yield cluster
-    finally:
-        await cluster.stop()
-
-
 async def test_async_judge_promotes_once_the_answers_agree_and_the_alias_stays(
     make_gateway: Any, judged: dict[str, Any], labelled: SimCluster
 ) -> None:
@@ -171,11 +173,12 @@ async def test_async_judge_promotes_once_the_answers_agree_and_the_alias_stays(
 
 
 async def test_async_judge_does_not_promote_over_answers_that_disagree(
-    make_gateway: Any, judged: dict[str, Any]
+    make_gateway: Any, judged: dict[str, Any], sims: SimCluster
 ) -> None:
     """The word-overlap judge says "same", but the simulator answers each prompt its own way:
     the miss's answer disagrees with the entry's, so no alias, and the entry learns it."""
-    async with make_gateway(semantic_judge="async", **judged) as (url, app):
+    unlabelled = {**judged, "replicas": sims.urls}
+    async with make_gateway(semantic_judge="async", **unlabelled) as (url, app):
         env = Env(url, app)
         entry = (await env.ask(ASKED)).headers["x-deja-entry"]
         await env.ask(PARAPHRASE)
@@ -186,6 +189,21 @@ async def test_async_judge_does_not_promote_over_answers_that_disagree(
         record = await env.admin("GET", f"/admin/cache/entries/{entry}")
         sources = {(v["source"], v["correct"]) for v in record["evidence"]}
         assert sources == {("judge", True), ("shadow", False)}
+
+
+async def test_sync_judge_promotes_only_what_a_re_ask_confirms(
+    make_gateway: Any, judged: dict[str, Any], sims: SimCluster
+) -> None:
+    """Sync mode served the entry's answer: its second opinion is a re-ask (a shadow check).
+    The unlabelled simulator answers the paraphrase its own way, so nothing is promoted."""
+    unlabelled = {**judged, "replicas": sims.urls}
+    async with make_gateway(semantic_judge="sync", **unlabelled) as (url, app):
+        env = Env(url, app)
+        await env.ask(ASKED)
+        assert (await env.ask(PARAPHRASE)).headers["x-deja-cache"] == "semantic"
+        assert (await env.ask(PARAPHRASE)).headers["x-deja-cache"] == "semantic"  # no alias
+        shadow = (await env.admin("GET", "/admin/semantic"))["shadow"]
+        assert shadow["checked"] == 1 and shadow["tenants"]["default"]["disagree"] == 1
 
 
 async def test_with_promotion_off_the_gateway_behaves_as_before(
