@@ -111,6 +111,29 @@ def stream(
     return out
 
 
+def ceiling(drawn: list[tuple[str, int]]) -> str:
+    """What any cache could serve over the stream's last half: a request whose cluster came
+    before (a cluster's first question has nothing to match), one whose text came before, and
+    a new text of a cluster that came before."""
+    clusters_seen: set[int] = set()
+    texts_seen: set[str] = set()
+    half = len(drawn) // 2
+    cluster = text = new_text = 0
+    for index, (question, group) in enumerate(drawn):
+        if index >= half:
+            cluster += group in clusters_seen
+            text += question in texts_seen
+            new_text += group in clusters_seen and question not in texts_seen
+        clusters_seen.add(group)
+        texts_seen.add(question)
+    n = len(drawn) - half
+    return (
+        f"last half: {cluster / n:.3f} of the requests belong to a cluster seen before (the "
+        f"most any cache can serve), {text / n:.3f} repeat a text, {new_text / n:.3f} are a "
+        "new text of a seen cluster"
+    )
+
+
 # --------------------------------------------------------------------------------------------
 # one variant
 
@@ -277,6 +300,11 @@ def parse_args() -> argparse.Namespace:
         help="share of semantic hits re-asked (the gateway's default; learning's evidence)",
     )
     parser.add_argument(
+        "--ceiling-only",
+        action="store_true",
+        help="print what any cache could serve over the stream's last half, and stop",
+    )
+    parser.add_argument(
         "--reverse", action="store_true", help="run the variants in reverse order (latency A/B)"
     )
     parser.add_argument("--concurrency", type=int, default=4)
@@ -348,6 +376,9 @@ def main() -> int:
     drawn = stream(groups, args.requests, args.zipf, args.seed, args.min_cluster)
     asks = [(q, answer_text(labels.answer_seed(q) or q)) for q, _ in drawn]
     print(f"distinct clusters drawn: {len({c for _, c in drawn}):,}", flush=True)
+    print(ceiling(drawn), flush=True)
+    if args.ceiling_only:
+        return 0
     variants: list[tuple[str, float | None]] = [("static", None)]
     variants += [(f"{k}@{a:g}", a) for k in args.kinds for a in args.accuracies]
     if args.reverse:  # run again in the other order: drift over the run falls on both alike
