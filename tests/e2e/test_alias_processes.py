@@ -23,8 +23,10 @@ from typing import Any
 import httpx
 import pytest
 
+from deja.redisclient import connect_redis
 from deja.semantic.crossencoder import SHIPPED_DIR
 from deja.semantic.cutoffs import CALIBRATION_FILE
+from deja.tenancy.thresholds import REDIS_KEY as THRESHOLDS_KEY
 from sim.config import SimConfig
 from sim.runner import SimCluster, start_simulators
 from tests.e2e.test_workers import env_for
@@ -110,6 +112,11 @@ async def pair(
 ) -> AsyncIterator[tuple[str, str]]:
     """Gateways A and B: separate processes and data dirs, one Redis."""
     sims = labelled
+    redis = connect_redis(redis_url, timeout=2.0)
+    try:  # θ and targets other tests left in the shared Redis would move the grey zone
+        await redis.delete(THRESHOLDS_KEY)
+    finally:
+        await redis.aclose()
     root = tmp_path_factory.mktemp("aliases")
     table = json.loads((SHIPPED_DIR / CALIBRATION_FILE).read_text())
     for row in table["table"]:  # no candidate clears the target's cut-off: all go to the judge
