@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
+import json
 import os
 import shutil
 import socket
@@ -188,3 +189,19 @@ async def collection_factory(kind: str, data_dir: Path) -> AsyncIterator[Collect
             await collection.close()
         if client is not None:
             await client.close()
+
+
+@contextlib.asynccontextmanager
+async def labelled_sim(folder: Path, *questions: str) -> AsyncIterator[Any]:
+    """One SIMULATED replica that knows ``questions`` as one cluster (``--judge-labels``): one
+    answer for all of them, and a "same" from its judge for any two."""
+    from sim.config import SimConfig
+    from sim.runner import start_simulators
+
+    path = folder / "labels.jsonl"
+    path.write_text("".join(json.dumps({"question": q, "cluster": 1}) + "\n" for q in questions))
+    cluster = await start_simulators(1, SimConfig(speed=0, judge_labels=str(path)))
+    try:
+        yield cluster
+    finally:
+        await cluster.stop()

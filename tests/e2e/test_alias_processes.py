@@ -27,10 +27,9 @@ from deja.redisclient import connect_redis
 from deja.semantic.crossencoder import SHIPPED_DIR
 from deja.semantic.cutoffs import CALIBRATION_FILE
 from deja.tenancy.thresholds import REDIS_KEY as THRESHOLDS_KEY
-from sim.config import SimConfig
-from sim.runner import SimCluster, start_simulators
+from sim.runner import SimCluster
 from tests.e2e.test_workers import env_for
-from tests.support import SIM_MODEL, free_port
+from tests.support import SIM_MODEL, free_port, labelled_sim
 
 pytestmark = pytest.mark.e2e
 
@@ -95,15 +94,8 @@ async def start(env: dict[str, str]) -> tuple[asyncio.subprocess.Process, str]:
 async def labelled(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[SimCluster]:
     """A simulator that knows ASKED and PARAPHRASE as one cluster: one answer for both (what
     the re-ask that confirms a sync promotion compares), and a "same" from its judge."""
-    path = tmp_path_factory.mktemp("labels") / "labels.jsonl"
-    path.write_text(
-        "".join(json.dumps({"question": q, "cluster": 1}) + "\n" for q in (ASKED, PARAPHRASE))
-    )
-    cluster = await start_simulators(1, SimConfig(speed=0, judge_labels=str(path)))
-    try:
+    async with labelled_sim(tmp_path_factory.mktemp("labels"), ASKED, PARAPHRASE) as cluster:
         yield cluster
-    finally:
-        await cluster.stop()
 
 
 @pytest.fixture(scope="module")

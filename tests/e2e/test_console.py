@@ -170,32 +170,6 @@ async def test_deleting_an_entry_makes_the_next_request_miss(console: Console, e
     assert (await env.ask(question, system)).headers["x-deja-cache"] == "miss"
 
 
-async def test_an_entry_shows_its_promoted_paraphrases_and_verdicts(
-    console: Console, env: Env
-) -> None:
-    """An alias and a verdict made in the gateway directly (the traffic paths are
-    test_promotion.py and test_learning.py): the entry's panel lists both."""
-    system = env.scope()
-    word = uuid.uuid4().hex[:8]
-    question = f"What does the code word {word} mean?"
-    entry = (await env.ask(question, system)).headers["x-deja-entry"]
-    gateway = env.app.state.gateway
-    paraphrase = f"What is the meaning of the code word {word}?"
-    assert await gateway.exact.promote(entry, uuid.uuid4().hex * 2, paraphrase) is not None
-    gateway.semantic_step.checks.learning.judged(
-        "default", entry, score=0.5, same=False, source="judge"
-    )
-    await signed_in(console, "entries")
-    page = console.page
-    await page.fill("#entry-query", question)
-    await page.click("#entry-search button[type=submit]")
-    await page.locator(f"#entry-results tr[data-entry-id='{entry}']").click()
-    await expect(page.locator("#entry-aliases")).to_contain_text(paraphrase)
-    await expect(page.locator("#entry-verdicts")).to_contain_text("wrong · judge at 0.500")
-    await expect(page.locator("#entry-cutoff")).to_contain_text("cut-off")
-    await console.shot("entry-learnt")
-
-
 async def test_invalidating_by_filter_previews_first_then_misses(
     console: Console, env: Env
 ) -> None:
@@ -225,17 +199,22 @@ async def test_invalidating_by_filter_previews_first_then_misses(
     await console.shot("audit")
 
 
-async def test_the_near_miss_browser_shows_what_a_miss_nearly_matched(
-    console: Console, env: Env
-) -> None:
-    system = env.scope()
+async def near_miss_shown(console: Console, env: Env) -> tuple[Any, Any]:
+    """A near miss made in a scope of its own, and its card in the near-miss browser."""
     try:
-        made = await make_near_miss(env, system)
+        made = await make_near_miss(env, env.scope())
     finally:
         await restore_precision(env)
     await signed_in(console, "entries/near-misses")
+    near = console.page.locator("#near-misses article.near", has_text=made.question).first
+    return made, near
+
+
+async def test_the_near_miss_browser_shows_what_a_miss_nearly_matched(
+    console: Console, env: Env
+) -> None:
+    made, near = await near_miss_shown(console, env)
     page = console.page
-    near = page.locator("#near-misses article.near", has_text=made.question).first
     await expect(near.locator(".asked")).to_have_text(made.question)
     await expect(near.locator(".cached")).to_have_text(CACHED)
     await expect(near.locator(".gap")).to_contain_text("τ")
@@ -247,14 +226,8 @@ async def test_the_near_miss_browser_shows_what_a_miss_nearly_matched(
 async def test_a_near_miss_labelled_in_the_browser_is_listed_changed_and_exported(
     console: Console, env: Env, tmp_path: Path
 ) -> None:
-    system = env.scope()
-    try:
-        made = await make_near_miss(env, system)
-    finally:
-        await restore_precision(env)
-    await signed_in(console, "entries/near-misses")
+    made, near = await near_miss_shown(console, env)
     page = console.page
-    near = page.locator("#near-misses article.near", has_text=made.question).first
     await near.get_by_role("button", name="Different").click()
     await expect(near.locator(".labelling")).to_have_attribute("data-label", "different")
     await expect(near.locator("button.label-different")).to_have_attribute("aria-pressed", "true")
@@ -306,31 +279,6 @@ async def test_the_preview_lists_the_pairs_a_change_would_start_or_stop_serving(
         await expect(start.first.locator(".labelling")).to_have_attribute("data-label", "same")
     finally:
         await restore_precision(env)
-
-
-async def test_a_raised_target_shows_a_banner_that_pins_and_resets(
-    console: Console, env: Env
-) -> None:
-    """The learning loop raised the default tenant's target (its verdicts fed in directly:
-    the traffic path is tests/e2e/test_learning.py); every page says so until ops reset it."""
-    correction = env.app.state.gateway.semantic_step.checks.learning.correction
-    try:
-        for _ in range(correction.min_verdicts):
-            correction.observe("default", False, 0.9)
-        await signed_in(console, "entries")
-        line = console.page.locator('#banner .banner-line[data-tenant="default"]')
-        await expect(line).to_contain_text("91.0% instead of 90.0%")
-        await console.shot("learning-banner")
-        await line.get_by_role("button", name="Pin").click()
-        await expect(line).to_contain_text("pinned")
-        await line.get_by_role("button", name="Reset").click()
-        await expect(console.page.locator("#banner")).to_be_hidden()
-        actions = await env.admin("GET", "/admin/audit", params={"action": "semantic"})
-        names = [a["action"] for a in actions["actions"]]
-        assert "semantic.correction.pin" in names and "semantic.correction.reset" in names
-    finally:
-        correction.reset("default")
-        correction.pin("default", False)
 
 
 async def test_the_corpora_tab_says_when_there_are_no_corpora(console: Console) -> None:

@@ -21,9 +21,9 @@ import yaml
 from deja.semantic.crossencoder import SHIPPED_DIR
 from deja.semantic.cutoffs import CALIBRATION_FILE
 from deja.tenancy.keyring import key_hash
-from sim.config import SimConfig
-from sim.runner import SimCluster, start_simulators
+from sim.runner import SimCluster
 from tests.e2e.test_verified_semantic import ADMIN, Env
+from tests.support import labelled_sim
 
 pytestmark = pytest.mark.e2e
 
@@ -46,15 +46,8 @@ def grey_table(tmp_path_factory: pytest.TempPathFactory) -> Path:
 async def labelled(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[SimCluster]:
     """A simulator that knows ASKED and PARAPHRASE as one cluster: one answer for both, and a
     right "same" (SIMULATED, as the word-overlap rule is)."""
-    path = tmp_path_factory.mktemp("labels") / "labels.jsonl"
-    path.write_text(
-        "".join(json.dumps({"question": q, "cluster": 1}) + "\n" for q in (ASKED, PARAPHRASE))
-    )
-    cluster = await start_simulators(1, SimConfig(speed=0, judge_labels=str(path)))
-    try:
+    async with labelled_sim(tmp_path_factory.mktemp("labels"), ASKED, PARAPHRASE) as cluster:
         yield cluster
-    finally:
-        await cluster.stop()
 
 
 @pytest.fixture
