@@ -45,6 +45,7 @@ from deja.observability.tracing import Tracing
 from deja.semantic.cache import SEMANTIC_ERRORS, SemanticCache
 from deja.semantic.labelled import FILE_NAME as LABELS_FILE
 from deja.semantic.labelled import LabelledPairs
+from deja.semantic.learning import Learning
 from deja.tenancy.keyring import KeyRing
 from deja.tenancy.keywatch import KeysFile, log_change
 from deja.tenancy.ratelimit import RateLimiter
@@ -127,6 +128,12 @@ class Gateway:
         )
 
     @property
+    def learning(self) -> Learning | None:
+        """The learning loop (evidence, corrections); None without the semantic layer's table."""
+        step = self.semantic_step
+        return step.checks.learning if step is not None else None
+
+    @property
     def pool(self) -> ReplicaPool:
         return self.upstream.pool
 
@@ -144,8 +151,8 @@ class Gateway:
         async with AsyncExitStack() as stack:
             gateway = await cls._open(stack, settings, reload, span_exporter, access_sink)
             gateway.labels = LabelledPairs.load(settings.data_dir / LABELS_FILE)
-            if gateway.semantic_step is not None and gateway.semantic_step.checks.learning:
-                gateway.labels.subscribe(learn_labels(gateway.semantic_step.checks.learning))
+            if gateway.learning is not None:
+                gateway.labels.subscribe(learn_labels(gateway.learning))
             if gateway.corpora is not None and settings.corpus_preload:
                 await preload(gateway.corpora, settings)
             await asyncio.gather(gateway.discovery.refresh(), gateway.monitor.check_once())

@@ -13,7 +13,6 @@ of the question made as a shadow check (a verdict on the served hit, live precis
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from collections import OrderedDict
 from collections.abc import Callable, Coroutine
@@ -61,23 +60,21 @@ class GreyZone:
 
     async def ask(
         self, req: GatewayRequest, lookup: Lookup, query: SemanticQuery, cand: Scored
-    ) -> tuple[bool | None, Lookup]:
-        """The verdict to act on now (True: serve ``cand``), and the lookup (marked
-        ``judged`` when async mode may promote its question before its answer is stored)."""
+    ) -> bool | None:
+        """The verdict to act on now (True: serve ``cand``): a remembered one, or sync mode's
+        fresh call; async mode asks in the background and says None (a miss now)."""
         judge = self.judge
-        after = self.after_verdict(req, lookup, query, cand)
         verdict = judge.known(query.text, cand.question, req.model)
         if verdict is None and judge.mode == "sync":
             verdict = await judge.verdict(query.text, cand.question, req.model)
             if verdict is not None:
-                self._spawn(after(verdict))
+                self._spawn(self.after_verdict(req, lookup, query, cand)(verdict))
         elif verdict is None:
-            later = functools.partial(after, served=False)
-            judge.judge_later(query.text, cand.question, req.model, self._spawn, then=later)
-            return None, dataclasses.replace(lookup, judged=self.promotes(req, lookup))
+            after = functools.partial(self.after_verdict(req, lookup, query, cand), served=False)
+            judge.judge_later(query.text, cand.question, req.model, self._spawn, then=after)
         elif verdict:  # remembered (learnt when it came): this scope's question may promote
-            self._spawn(after(True, learn=False))
-        return verdict, lookup
+            self._spawn(self.after_verdict(req, lookup, query, cand)(True, learn=False))
+        return verdict
 
     def promotes(self, req: GatewayRequest, lookup: Lookup) -> bool:
         """Whether a "same" verdict makes this request's question an alias: promotion on (the
@@ -99,11 +96,11 @@ class GreyZone:
         promoter, learning = self.promoter, self.learning
         key, vector, entry_id = lookup.entry_id, lookup.vector, entry_of(cand)
         promotes = self.promotes(req, lookup)
-        tenant, score, similarity = req.tenant, cand.score, cand.point.score
+        score, similarity = cand.score, cand.point.score
 
         async def after(same: bool, *, learn: bool = True, served: bool = True) -> None:
             if learning is not None and learn:
-                learning.judged(tenant, entry_id, score=score, same=same, source="judge")
+                learning.judged(entry_id, score=score, same=same, source="judge")
             if not (same and promotes and promoter is not None and key is not None):
                 return
             if not self.first_try(key):
@@ -114,7 +111,7 @@ class GreyZone:
                 return
             outcome = await promoter.promote(query, key, vector, entry_id, confirm=True)
             if outcome == "disagreed" and learning is not None:  # the answers say "different"
-                learning.judged(tenant, entry_id, score=score, same=False, source="shadow")
+                learning.judged(entry_id, score=score, same=False, source="shadow")
 
         return after
 

@@ -57,9 +57,6 @@ class Lookup:
     embedding: asyncio.Future[list[float]] | None = None
     #: The replica's answer to this request may be stored (set only by :meth:`miss`).
     storable: bool = False
-    #: Its question went to the async judge: its key may become an alias of the entry judged
-    #: the same before the answer is stored, and then the alias stays (the store step).
-    judged: bool = False
 
     @classmethod
     def miss(cls, outcome: Outcome, entry_id: str | None, req: GatewayRequest) -> Lookup:

@@ -236,8 +236,7 @@ class SemanticStep:
         ]
         if not grey:
             return lookup
-        verdict, lookup = await self.grey.ask(req, lookup, query, grey[0])
-        if not verdict:
+        if not await self.grey.ask(req, lookup, query, grey[0]):
             return lookup
         hit = await self.serve(req, lookup, grey[0], orphans)
         return hit if hit.answer is not None else without(lookup, [grey[0]], orphans)

@@ -12,7 +12,7 @@ import dataclasses
 from typing import Any
 
 from deja.cache.entry import CachedAnswer, source_keys
-from deja.cache.exact.aliases import AliasedStore
+from deja.cache.exact.base import ExactStore
 from deja.errors import CacheUnavailableError
 from deja.observability.metrics import Metrics
 from deja.observability.tracing import Tracing
@@ -29,7 +29,7 @@ class StoreStep:
 
     def __init__(
         self,
-        exact: AliasedStore,
+        exact: ExactStore,
         metrics: Metrics,
         tracing: Tracing,
         background: BackgroundTasks,
@@ -84,11 +84,7 @@ class StoreStep:
         )
         with self.tracing.span("deja.store"):
             try:
-                if lookup.judged:  # promoted meanwhile: the entry's answer stays
-                    if not await self.exact.set_unless_alias(entry_id, answer, ttl):
-                        return
-                else:
-                    await self.exact.set(entry_id, answer, ttl)
+                await self.exact.set(entry_id, answer, ttl)
             except CacheUnavailableError:
                 self.metrics.count(self.metrics.store_errors, "exact")
                 return  # already logged by the store; the answer was served regardless

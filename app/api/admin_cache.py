@@ -187,8 +187,7 @@ async def get_entry(entry_id: str, gateway: Admin) -> Response:
 def _evidence(gateway: Gateway, answer: CachedAnswer) -> dict[str, Any]:
     """What the learning loop knows of the entry: its verdicts (an alias's are its entry's)
     and the cut-off they earn at the entry's tenant's target."""
-    step = gateway.semantic_step
-    learning = step.checks.learning if step is not None else None
+    learning = gateway.learning
     if learning is None:
         return {"evidence": [], "cutoff": None}
     entry_id = answer.alias_of or answer.entry_id
@@ -196,7 +195,7 @@ def _evidence(gateway: Gateway, answer: CachedAnswer) -> dict[str, Any]:
     target = learning.target(answer.tenant, answer.model)
     cutoff = learning.cutoff(entry_id, learning.table.tau(target), target)
     return {
-        "evidence": [v.as_json() for v in found.verdicts] if found else [],
+        "evidence": [v.as_json() for v in found],
         "cutoff": {"target": target, "tau": cutoff} if cutoff != float("inf") else None,
     }
 

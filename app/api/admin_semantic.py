@@ -65,10 +65,9 @@ async def semantic_settings(gateway: Admin) -> Response:
 
 
 def _learning(gateway: Gateway) -> Learning:
-    step = gateway.semantic_step
-    if step is None or step.checks.learning is None:
+    if gateway.learning is None:
         raise InvalidRequestError("the learning loop needs the semantic layer and its verifier")
-    return step.checks.learning
+    return gateway.learning
 
 
 @router.get("/semantic/corrections")

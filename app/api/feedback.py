@@ -70,9 +70,8 @@ async def apply_feedback(
     answer = await exact.get(entry_id) if ENTRY_ID.fullmatch(entry_id) else None
     if answer is None or (tenant is not None and answer.tenant != tenant):
         raise NotFoundError(f"no cache entry {entry_id}", param="entry_id")
-    step = gateway.semantic_step
-    if step is not None and step.checks.learning is not None:  # a verdict on a served answer
-        step.checks.learning.served(
+    if gateway.learning is not None:  # a verdict on a served answer
+        gateway.learning.served(
             answer.tenant,
             answer.model,
             answer.alias_of or answer.entry_id,

@@ -345,9 +345,7 @@ def learn_labels(learning: Learning) -> Callable[[Label], None]:
     """An operator's label (console) is evidence about the entry it names."""
 
     def told(label: Label) -> None:
-        learning.judged(
-            label.tenant, label.entry_id, score=label.score, same=label.same, source="label"
-        )
+        learning.judged(label.entry_id, score=label.score, same=label.same, source="label")
 
     return told
 

@@ -39,7 +39,6 @@ class TenantPrecision:
     """One tenant's recent verdicts and what they did to its target."""
 
     verdicts: deque[bool]
-    raised: float = 0.0
     pinned: bool = False
     moves: list[dict[str, Any]] = field(default_factory=list)
 
@@ -80,25 +79,23 @@ class Correction:
     def observe(self, tenant: str, correct: bool, target: float) -> None:
         """One verdict on a hit served to ``tenant`` whose target (before correction) is
         ``target``; may raise the tenant's target."""
-        state = self._tenants.get(tenant)
-        if state is None:
-            state = self._tenants[tenant] = TenantPrecision(deque(maxlen=self.window))
+        state = self.state(tenant)
         state.verdicts.append(correct)
         if state.pinned or len(state.verdicts) < self.min_verdicts:
             return
-        served_at = min(self.high, target + state.raised)
+        raised = self._raised.get(tenant, 0.0)
+        served_at = min(self.high, target + raised)
         interval = state.interval()
         if interval is None or interval[1] >= served_at or served_at >= self.high - 1e-9:
             return
-        state.raised = round(min(self.high - target, state.raised + self.step), 6)
-        self._raised[tenant] = state.raised
+        raised = self._raised[tenant] = round(min(self.high - target, raised + self.step), 6)
         move: dict[str, Any] = {
             "tenant": tenant,
             "precision": round(sum(state.verdicts) / len(state.verdicts), 4),
             "interval": [round(interval[0], 4), round(interval[1], 4)],
             "verdicts": len(state.verdicts),
             "from": round(served_at, 4),
-            "to": round(min(self.high, target + state.raised), 4),
+            "to": round(min(self.high, target + raised), 4),
         }
         state.moves.append(move)
         state.verdicts.clear()
@@ -119,17 +116,20 @@ class Correction:
 
     def pin(self, tenant: str, pinned: bool) -> None:
         """Stop (or resume) moving ``tenant``'s target; what it earned so far stays."""
+        self.state(tenant).pinned = pinned
+
+    def state(self, tenant: str) -> TenantPrecision:
+        """``tenant``'s window, made empty the first time."""
         state = self._tenants.get(tenant)
         if state is None:
             state = self._tenants[tenant] = TenantPrecision(deque(maxlen=self.window))
-        state.pinned = pinned
+        return state
 
     def reset(self, tenant: str) -> None:
         """Back to the target ops set, with a fresh window (a pin stays)."""
         state = self._tenants.get(tenant)
         self._raised.pop(tenant, None)
         if state is not None:
-            state.raised = 0.0
             state.verdicts.clear()
 
     def as_json(self) -> dict[str, Any]:
@@ -142,7 +142,7 @@ class Correction:
                 "precision": round(sum(state.verdicts) / n, 4) if n else None,
                 "interval": None if interval is None else [round(x, 4) for x in interval],
                 "verdicts": n,
-                "raised": state.raised,
+                "raised": self._raised.get(tenant, 0.0),
                 "pinned": state.pinned,
                 "moves": state.moves[-10:],
             }

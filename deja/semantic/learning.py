@@ -59,13 +59,11 @@ class Learning:
     ) -> None:
         """A verdict on a hit that was served: the entry's evidence and the tenant's live
         precision."""
-        self.evidence.record(entry_id, tenant=tenant, score=score, correct=correct, source=source)
+        self.evidence.record(entry_id, score=score, correct=correct, source=source)
         base = self.thresholds.precision.resolve(tenant, model)
         self.correction.observe(tenant, correct, base)
 
-    def judged(
-        self, tenant: str, entry_id: str, *, score: float | None, same: bool, source: Source
-    ) -> None:
+    def judged(self, entry_id: str, *, score: float | None, same: bool, source: Source) -> None:
         """A verdict on a pair that was not served (the judge on a grey-zone candidate, a
         label on a near miss): the entry's evidence only."""
-        self.evidence.record(entry_id, tenant=tenant, score=score, correct=same, source=source)
+        self.evidence.record(entry_id, score=score, correct=same, source=source)

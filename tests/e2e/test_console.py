@@ -9,7 +9,6 @@ Every wait is on a selector or a condition in the page, never a sleep. With
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -40,14 +39,6 @@ PARAPHRASES = [
     ("How do I learn to play the guitar?", "What is the best way to learn guitar?"),
     ("How can I improve my English writing?", "How do I get better at writing in English?"),
 ]
-
-
-@pytest.fixture(scope="module")
-async def env(sims: SimCluster, make_gateway: Any) -> AsyncIterator[Env]:
-    async with make_gateway(replicas=sims.urls, **SETTINGS) as (url, app):
-        env = Env(url, app)
-        yield env
-        await env.close()
 
 
 async def test_sign_in_sends_the_key_as_a_header_never_in_a_url(console: Console) -> None:

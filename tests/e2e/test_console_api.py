@@ -6,20 +6,17 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from importlib import resources
-from typing import Any
 
 import pytest
 
 from deja.semantic.crossencoder import SHIPPED_DIR as _SHIPPED
 from deja.semantic.cutoffs import CALIBRATION_FILE as _CAL
 from deja.semantic.cutoffs import load_table as _load_table
-from sim.runner import SimCluster
 from tests.e2e.console_support import (
     ADMIN,
     CACHED,
-    SETTINGS,
     Env,
     make_near_miss,
     restore_precision,
@@ -29,14 +26,6 @@ from tests.e2e.console_support import (
 FLOOR = _load_table(_SHIPPED / _CAL).cosine_floor
 
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture(scope="module")
-async def env(sims: SimCluster, make_gateway: Any) -> AsyncIterator[Env]:
-    async with make_gateway(replicas=sims.urls, **SETTINGS) as (url, app):
-        env = Env(url, app)
-        yield env
-        await env.close()
 
 
 async def until(check: Callable[[], Awaitable[bool]], seconds: float = 10.0) -> None:

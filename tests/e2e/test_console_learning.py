@@ -4,25 +4,14 @@ the banner while a tenant's target is raised, and an entry's aliases, verdicts a
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
-from typing import Any
 
 import pytest
 from playwright.async_api import expect
 
-from sim.runner import SimCluster
 from tests.e2e.browser_support import Console, signed_in
-from tests.e2e.console_support import SETTINGS, Env
+from tests.e2e.console_support import Env
 
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture(scope="module")
-async def env(sims: SimCluster, make_gateway: Any) -> AsyncIterator[Env]:
-    async with make_gateway(replicas=sims.urls, **SETTINGS) as (url, app):
-        env = Env(url, app)
-        yield env
-        await env.close()
 
 
 async def test_an_entry_shows_its_promoted_paraphrases_and_verdicts(
@@ -37,9 +26,7 @@ async def test_an_entry_shows_its_promoted_paraphrases_and_verdicts(
     gateway = env.app.state.gateway
     paraphrase = f"What is the meaning of the code word {word}?"
     assert await gateway.exact.promote(entry, uuid.uuid4().hex * 2, paraphrase) is not None
-    gateway.semantic_step.checks.learning.judged(
-        "default", entry, score=0.5, same=False, source="judge"
-    )
+    gateway.learning.judged(entry, score=0.5, same=False, source="judge")
     await signed_in(console, "entries")
     page = console.page
     await page.fill("#entry-query", question)
@@ -56,7 +43,7 @@ async def test_a_raised_target_shows_a_banner_that_pins_and_resets(
 ) -> None:
     """The learning loop raised the default tenant's target (its verdicts fed in directly:
     the traffic path is tests/e2e/test_learning.py); every page says so until ops reset it."""
-    correction = env.app.state.gateway.semantic_step.checks.learning.correction
+    correction = env.app.state.gateway.learning.correction
     try:
         for _ in range(correction.min_verdicts):
             correction.observe("default", False, 0.9)

@@ -26,7 +26,7 @@ async def test_disagreeing_shadow_checks_raise_the_entry_cut_off_and_the_tenant_
     async with make_gateway(
         replicas=sims.urls, semantic_enabled=True, admin_key=ADMIN, semantic_shadow_rate=1.0
     ) as (url, app):
-        learning = app.state.gateway.semantic_step.checks.learning
+        learning = app.state.gateway.learning
         learning.correction.min_verdicts = 3
         scopes = [Env(url, app) for _ in range(3)]
         entries = []
@@ -60,7 +60,7 @@ async def test_feedback_is_live_precision_too(sims: SimCluster, make_gateway: An
     async with make_gateway(
         replicas=sims.urls, semantic_enabled=True, admin_key=ADMIN, semantic_shadow_rate=0.0
     ) as (url, app):
-        app.state.gateway.semantic_step.checks.learning.correction.min_verdicts = 2
+        app.state.gateway.learning.correction.min_verdicts = 2
         env = Env(url, app)
         for _ in range(2):
             env.system = f"Session {uuid.uuid4().hex}."

@@ -14,15 +14,15 @@ TAU, FLOOR, PRIOR, TARGET = 0.60, 0.30, 0.80, 0.90
 def test_an_entry_without_evidence_keeps_the_calibrated_cut_off() -> None:
     evidence = Evidence()
     assert evidence.cutoff("e", TAU, FLOOR, PRIOR, TARGET) == TAU
-    evidence.record("e", tenant="t", score=0.5, correct=True, source="judge")
+    evidence.record("e", score=0.5, correct=True, source="judge")
     assert evidence.cutoff("e", TAU, FLOOR, PRIOR, TARGET) == TAU  # one verdict is not enough
 
 
 def test_a_wrong_verdict_raises_the_cut_off_past_its_score_whatever_else() -> None:
     evidence = Evidence()
     for _ in range(60):
-        evidence.record("e", tenant="t", score=0.4, correct=True, source="judge")
-    evidence.record("e", tenant="t", score=0.72, correct=False, source="shadow")
+        evidence.record("e", score=0.4, correct=True, source="judge")
+    evidence.record("e", score=0.72, correct=False, source="shadow")
     assert evidence.cutoff("e", TAU, FLOOR, PRIOR, TARGET) == 0.72 + evidence.step
 
 
@@ -30,21 +30,20 @@ def test_many_right_grey_verdicts_lower_the_cut_off_to_the_lowest_judged_right()
     evidence = Evidence(per_entry=64)
     scores = [0.35 + 0.005 * i for i in range(50)]
     for score in scores[:10]:
-        evidence.record("e", tenant="t", score=score, correct=True, source="judge")
+        evidence.record("e", score=score, correct=True, source="judge")
     assert evidence.cutoff("e", TAU, FLOOR, PRIOR, TARGET) == TAU  # 10 of 10: not yet
     for score in scores[10:]:
-        evidence.record("e", tenant="t", score=score, correct=True, source="judge")
+        evidence.record("e", score=score, correct=True, source="judge")
     assert evidence.cutoff("e", TAU, FLOOR, PRIOR, TARGET) == min(scores)
 
 
 def test_evidence_is_bounded_per_entry_and_in_entries() -> None:
     evidence = Evidence(per_entry=4, entries=3)
     for n in range(10):
-        evidence.record("e", tenant="t", score=0.5, correct=n % 2 == 0, source="judge")
-    found = evidence.of("e")
-    assert found is not None and len(found.verdicts) == 4
+        evidence.record("e", score=0.5, correct=n % 2 == 0, source="judge")
+    assert len(evidence.of("e")) == 4
     for name in ("a", "b", "c"):
-        evidence.record(name, tenant="t", score=0.5, correct=True, source="judge")
+        evidence.record(name, score=0.5, correct=True, source="judge")
     assert len(evidence) == 3 and "e" not in evidence  # the least recently told went
 
 

@@ -84,16 +84,6 @@ class AliasedStore:
     async def set(self, key: str, answer: CachedAnswer, ttl: int) -> None:
         await self.store.set(key, answer, ttl)
 
-    async def set_unless_alias(self, key: str, answer: CachedAnswer, ttl: int) -> bool:
-        """``set``, unless ``key`` is an alias by now (a question sent to the async judge may
-        be promoted before its own answer is stored: the entry's answer stays). True when
-        stored."""
-        found = await self.store.get(key)
-        if found is not None and found.alias_of is not None:
-            return False
-        await self.store.set(key, answer, ttl)
-        return True
-
     async def remove(self, key: str) -> list[str]:
         """Remove ``key`` and, when it is an entry, its aliases: the keys that went (empty
         when nothing was there)."""
