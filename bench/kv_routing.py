@@ -49,6 +49,7 @@ import random
 import sys
 import time
 import tracemalloc
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -261,6 +262,8 @@ class Sample:
     route: str
     measured: bool
     answer: str = ""
+    #: share of the prompt the replica found in its prefix cache (usage's cached_tokens)
+    cached: float = -1.0
 
 
 async def stream(
@@ -272,10 +275,12 @@ async def stream(
         "max_tokens": max_tokens,
         "ignore_eos": True,
         "stream": True,
+        "stream_options": {"include_usage": True},
     }
     sent = time.perf_counter()
     ttft = -1.0
     parts: list[str] = []
+    cached = -1.0
     async with http.post(url + "/v1/chat/completions", json=body) as resp:
         if resp.status != 200:
             text = (await resp.text())[:160]
@@ -287,13 +292,17 @@ async def stream(
             if not line.startswith(b"data:") or line == b"data: [DONE]":
                 continue
             event = orjson.loads(line[5:])
+            usage = event.get("usage")
+            if usage and usage.get("prompt_tokens"):
+                details = usage.get("prompt_tokens_details") or {}
+                cached = (details.get("cached_tokens") or 0) / usage["prompt_tokens"]
             choices = event.get("choices") or []
             piece = choices[0].get("delta", {}).get("content") if choices else None
             if piece:
                 if ttft < 0:
                     ttft = time.perf_counter() - sent
                 parts.append(piece)
-    return Sample(ttft, len(parts), route.split(";")[0], True, "".join(parts))
+    return Sample(ttft, len(parts), route.split(";")[0], True, "".join(parts), cached)
 
 
 async def scrape(http: aiohttp.ClientSession, urls: list[str]) -> dict[str, float]:
@@ -410,6 +419,8 @@ def summarize(
     routes: dict[str, int] = {}
     for s in measured:
         routes[s.route] = routes.get(s.route, 0) + 1
+    # a prefill of most of the prompt: first sight, an evicted prompt, a spill off its holder
+    prefills = [s for s in measured if 0 <= s.cached < 0.5]
     return {
         "requests": len(measured),
         "ttft_ms_p50": percentile(ttft, 50),
@@ -420,6 +431,8 @@ def summarize(
         ),
         "preemptions": int(delta["vllm:num_preemptions_total"]),
         "routes": routes,
+        "prefills": len(prefills),
+        "prefill_routes": dict(Counter(s.route for s in prefills)),
         "wall_s": round(wall, 1),
     }
 
@@ -496,7 +509,8 @@ def micro(args: argparse.Namespace, workload: Workload) -> dict[str, Any]:
 
     def matcher(fast: bool) -> PromptBlocks:
         made = PromptBlocks(Tokenizer.from_file(TOKENIZER), "sim", hasher)
-        made.text_tokens.fast = made.text_tokens.fast and fast
+        if not fast:
+            made.text_tokens.tokenizer_only()
         return made
 
     # side by side, interleaved rounds: the fast token path and the tokenizer alone

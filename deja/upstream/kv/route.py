@@ -166,27 +166,37 @@ class KVRouting:
         (``resident``, ``home``: a pending placement, ``least_loaded``); ``ring`` is the
         prefix key's ring order (ties among equal scores follow it)."""
         keys = blocks.keys
-        total = sum(loads.get(r.url, 0) for r in usable)
+        loads_get = loads.get
+        total = sum(loads_get(r.url, 0) for r in usable)
         weight = sum(r.weight for r in usable)
-        scale = (1.0 + epsilon) * (total + 1) / weight if math.isfinite(epsilon) else math.inf
+        bounded = math.isfinite(epsilon)
+        scale = (1.0 + epsilon) * (total + 1) / weight if bounded else math.inf
+        per_token = 1.0 / max(blocks.prompt_tokens, 1)
+        share_per_block = blocks.block_size * per_token
+        index_of, backlog_of = self.index.get, self._backlog.get
+        load_weight, kv_weight, min_capacity = self.load_weight, self.kv_weight, self.min_capacity
         scored: list[Scored] = []
         best_hit = 0
         for replica in usable:
-            index = self.index.get(replica.url)
+            url = replica.url
+            index = index_of(url)
             hit = index.match(keys) if index is not None else 0
-            best_hit = max(best_hit, hit)
-            cap = math.ceil(scale * replica.weight - _CEIL_SLACK) if math.isfinite(scale) else 0
+            if hit > best_hit:
+                best_hit = hit
+            cap = math.ceil(scale * replica.weight - _CEIL_SLACK) if bounded else 0
             if cap and blocks.mostly(hit):
                 # it holds most of the prompt: up to its batch, it runs the request at once
-                batch = max(replica.max_num_seqs or 0, replica.running_seen)
-                cap = max(cap, self.min_capacity, batch)
-            load = loads.get(replica.url, 0)
-            share = hit * blocks.block_size / max(blocks.prompt_tokens, 1)
+                cap = max(cap, min_capacity, replica.max_num_seqs or 0, replica.running_seen)
+            score = hit * share_per_block
+            load = loads_get(url, 0)
+            if load and cap:
+                score -= load_weight * load / cap
             metrics = replica.metrics
-            kv = metrics.kv_cache_usage if now - metrics.scraped_at <= stale_after else 0.0
-            pressure = load / cap if cap else 0.0
-            backlog = self._backlog_at(replica.url, now) / max(blocks.prompt_tokens, 1)
-            score = share - backlog - self.load_weight * pressure - self.kv_weight * kv
+            if now - metrics.scraped_at <= stale_after:
+                score -= kv_weight * metrics.kv_cache_usage
+            backlog = backlog_of(url)
+            if backlog is not None:
+                score -= self._decayed(backlog, now) * per_token
             scored.append(Scored(replica, hit, cap, score))
         rank = {url: i for i, url in enumerate(ring)}
 
@@ -202,10 +212,13 @@ class KVRouting:
             if len(self._pending) >= _PENDING_MAX:
                 self._pending.clear()
             self._pending[keys[-1]] = (order[0].url, now + PENDING_S)
-        self.demand.add(order[0].url, keys, now)
+        first = order[0].url
+        self.demand.add(first, keys, now)
         resident = ranked[0].blocks * blocks.block_size
         uncached = max(blocks.prompt_tokens - resident, 0)
-        self._backlog[order[0].url] = (self._backlog_at(order[0].url, now) + uncached, now)
+        backlog = backlog_of(first)
+        before = self._decayed(backlog, now) if backlog is not None else 0.0
+        self._backlog[first] = (before + uncached, now)
         return order, resident, reason
 
     def holders(self, candidates: Sequence[Replica], blocks: BlockMatch) -> list[Replica]:
@@ -287,9 +300,11 @@ class KVRouting:
         ranked.insert(0, first)
         return True
 
-    def _backlog_at(self, url: str, now: float) -> float:
-        value, at = self._backlog.get(url, (0.0, now))
-        return value * math.exp(-(now - at) / PREFILL_DECAY_S) if now > at else value
+    @staticmethod
+    def _decayed(backlog: tuple[float, float], now: float) -> float:
+        """A replica's prefill backlog (tokens, when) as of ``now``."""
+        value, at = backlog
+        return value * math.exp((at - now) / PREFILL_DECAY_S) if now > at else value
 
     # ------------------------------------------------------------------ background
 

@@ -1,19 +1,27 @@
 """Token ids of a message's text as the model's ``tokenizer.json`` gives them, faster.
 
 A Hugging Face tokenizer costs about 2 µs per word here (``bench/kv_routing.py``), most of
-it the pipeline run for every word of every call. For the tokenizers whose pipeline this
-module can reproduce exactly, :class:`TextTokens` splits the text into the pre-tokenizer's
-words itself and looks each word's ids up in a word memo (filled by the tokenizer itself,
-one word at a time), so a new chat turn costs a regex pass and one dict lookup per word.
+it the pipeline run for every word of every call, and about 20 µs per call however short the
+text. For the tokenizers whose pipeline this module can reproduce, :class:`TextTokens` splits
+the text on whitespace itself and looks each piece's ids up in a memo, so a new chat turn
+costs a ``str.split`` and one dict lookup per piece.
 
-Reproduced exactly: a ``BertNormalizer`` (or none) with a ``BertPreTokenizer`` and a
-``WordPiece`` model (BERT-style ``tokenizer.json`` files, as the simulator's), and only for
-text that is printable ASCII with spaces, tabs and newlines, that contains none of the
-tokenizer's added tokens. There the pipeline is: lowercase (when the normalizer does);
-split on whitespace; isolate every non-alphanumeric character (all printable ASCII that is
-not a letter or a digit is BERT punctuation); WordPiece each word on its own. Everything
-else (another tokenizer family, a non-ASCII text, a control character, an added token's
-text) goes through the tokenizer whole, as before.
+Reproduced: a ``BertNormalizer`` (or none) with a ``BertPreTokenizer`` and a ``WordPiece``
+model (BERT-style ``tokenizer.json`` files, as the simulator's). That pipeline never joins
+what whitespace separates, so a whitespace-separated piece has the same ids alone as in its
+text; the memo is keyed by the piece (lowercased first when the normalizer lowercases and
+the text is ASCII). The pieces the memo lacks get their ids
+
+- when a text has at most :data:`WORDPIECE_AT_MOST` of them, each ASCII one here: every
+  non-alphanumeric character isolated (all printable ASCII that is not a letter or a digit is
+  BERT punctuation), then WordPiece's greedy longest-match-first rule over the vocabulary
+  (:class:`_WordPiece`, a few dict lookups, where a tokenizer call costs about 20 µs);
+- otherwise (more of them: a cold memo; or accents, curly quotes, dashes, CJK): from one
+  tokenizer call over those pieces joined by spaces, each token assigned by its offset.
+
+The whole text goes through the tokenizer instead when it holds an ASCII control character
+other than tab and newline (the normalizer deletes or maps them, and ``str.split`` disagrees
+with it on some), or may hold an added token (``[CLS]``: matched before normalizing).
 
 Checked: ``tests/unit/test_kv_tokens.py`` compares both paths on rendered conversations and on
 adversarial texts, and at run time the first :data:`VERIFY_FIRST` fast encodings and one in
@@ -21,8 +29,8 @@ adversarial texts, and at run time the first :data:`VERIFY_FIRST` fast encodings
 fast path off for good (and is logged), so a tokenizer this module misjudges costs speed,
 never wrong ids.
 
-Memory: the word memo holds at most ``max_words`` words (default 65,536; about 150 bytes
-each, so about 10 MiB) and is cleared when full.
+Memory: the memo holds at most ``max_words`` pieces (default 65,536; about 150 bytes each, so
+about 10 MiB) and is cleared when full.
 """
 
 from __future__ import annotations
@@ -31,7 +39,10 @@ import json
 import logging
 import re
 from array import array
-from typing import Any
+from bisect import bisect_right
+from dataclasses import dataclass
+from itertools import accumulate
+from typing import Any, cast
 
 from tokenizers import Tokenizer
 
@@ -43,23 +54,78 @@ log = logging.getLogger("deja.kvroute")
 VERIFY_FIRST = 32
 VERIFY_EVERY = 256
 _DEFAULT_MAX_WORDS = 65_536
+#: New ASCII pieces of one text split here at most; more go to the tokenizer in one call
+#: (a call costs about as much as WordPiece over this many words here).
+WORDPIECE_AT_MOST = 12
 
-#: Text the fast path may take: printable ASCII, space, tab, newline.
-_UNSAFE = re.compile(r"[^\x20-\x7e\t\n]")
+#: What sends a text to the tokenizer whole: an ASCII control other than tab and newline.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 _WORDS_LOWER = re.compile(r"[a-z0-9]+|[^a-z0-9\s]")
 _WORDS_CASED = re.compile(r"[A-Za-z0-9]+|[^A-Za-z0-9\s]")
 
 
-def _fast_words(
-    tokenizer: Tokenizer,
-) -> tuple[re.Pattern[str], bool, re.Pattern[str] | None] | None:
-    """The word pattern, whether to lowercase, and a pattern of the added tokens, when the
-    tokenizer's pipeline is one this module reproduces; else None."""
+class _WordPiece:
+    """One word's ids as the ``tokenizers`` crate's WordPiece model gives them: the longest
+    vocabulary entry from the word's start, then from where it ended (with the continuing
+    prefix, ``##``), and the unknown token for the whole word when a rest matches nothing or
+    the word is longer than ``max_input_chars_per_word``."""
+
+    __slots__ = ("max_chars", "prefix", "unk", "vocab")
+
+    def __init__(self, model: dict[str, Any]) -> None:
+        self.vocab: dict[str, int] = model["vocab"]
+        self.prefix: str = model.get("continuing_subword_prefix") or "##"
+        self.max_chars: int = int(model.get("max_input_chars_per_word") or 100)
+        self.unk: int = self.vocab[model.get("unk_token") or "[UNK]"]
+
+    def ids(self, word: str) -> list[int]:
+        if len(word) > self.max_chars:
+            return [self.unk]
+        vocab, prefix = self.vocab, self.prefix
+        out: list[int] = []
+        start, n = 0, len(word)
+        while start < n:
+            end = n
+            while end > start:
+                found = vocab.get(word[start:end] if start == 0 else prefix + word[start:end])
+                if found is not None:
+                    out.append(found)
+                    break
+                end -= 1
+            else:
+                return [self.unk]
+            start = end
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class _Pipeline:
+    """The part of a tokenizer's pipeline this module reproduces."""
+
+    words: re.Pattern[str]  # the pre-tokenizer's words in ASCII (lowercased, when ``lower``)
+    lower: bool
+    added: re.Pattern[str] | None  # the added tokens' texts, any case
+    #: Characters an added token starts with, both cases; a text with none of them holds no
+    #: added token (a cheap test before ``added``).
+    added_starts: frozenset[str]
+    #: Whether a non-ASCII text may take the fast path: every added token starts with ASCII
+    #: punctuation, which no other character normalizes to.
+    unicode: bool
+    wordpiece: _WordPiece
+
+    def may_hold_added(self, text: str) -> bool:
+        return any(c in text for c in self.added_starts)
+
+
+def _pipeline(tokenizer: Tokenizer) -> _Pipeline | None:
+    """The tokenizer's pipeline when it is one this module reproduces; else None."""
     spec = json.loads(tokenizer.to_str())
     normalizer = spec.get("normalizer")
     pre = spec.get("pre_tokenizer") or {}
     model = spec.get("model") or {}
     if pre.get("type") != "BertPreTokenizer" or model.get("type") != "WordPiece":
+        return None
+    if (model.get("unk_token") or "[UNK]") not in (model.get("vocab") or {}):
         return None
     if normalizer is None:
         lower = False
@@ -67,15 +133,14 @@ def _fast_words(
         lower = bool(normalizer.get("lowercase", True))
     else:
         return None
-    added = [str(t.get("content") or "") for t in spec.get("added_tokens") or ()]
+    added = [a for t in spec.get("added_tokens") or () if (a := str(t.get("content") or ""))]
     # Any case: an added token matched in the normalized (lowercased) text is caught too.
-    alternatives = "|".join(re.escape(a) for a in added if a)
+    alternatives = "|".join(re.escape(a) for a in added)
     found = re.compile(alternatives, re.IGNORECASE) if alternatives else None
-    return (_WORDS_LOWER if lower else _WORDS_CASED), lower, found
-
-
-class _Misjudged(Exception):
-    """The tokenizer did not split a batch of words as this module expects."""
+    starts = frozenset(c for a in added for c in (a[0].lower(), a[0].upper()))
+    unicode = all(c.isascii() and not c.isalnum() and not c.isspace() for c in starts)
+    words = _WORDS_LOWER if lower else _WORDS_CASED
+    return _Pipeline(words, lower, found, starts, unicode, _WordPiece(model))
 
 
 class TextTokens:
@@ -87,18 +152,22 @@ class TextTokens:
         tokenizer.no_truncation()
         tokenizer.no_padding()
         self.tokenizer = tokenizer
-        fast = _fast_words(tokenizer)
-        self.fast = fast is not None
-        self._pattern, self._lower, self._added = fast or (_WORDS_CASED, False, None)
+        #: None: every text goes through the tokenizer (another family, or turned off).
+        self._pipeline = _pipeline(tokenizer)
         #: word -> its ids as ``array('I')`` bytes: a text's ids are one ``bytes.join``.
         self._words: dict[str, bytes] = {}
         self._max_words = max_words
         #: Counters: fast encodings, whole-text encodings, fast ones verified.
         self.counts = {"fast": 0, "whole": 0, "verified": 0}
 
+    @property
+    def fast(self) -> bool:
+        return self._pipeline is not None
+
     def encode(self, text: str) -> array[int]:
-        if self.fast and text.isascii() and not _UNSAFE.search(text):
-            ids = self._fast(text)
+        pipeline = self._pipeline
+        if pipeline is not None:
+            ids = self._fast(pipeline, text)
             if ids is not None:
                 return ids
         self.counts["whole"] += 1
@@ -107,24 +176,29 @@ class TextTokens:
     def _whole(self, text: str) -> array[int]:
         return array("I", self.tokenizer.encode(text, add_special_tokens=False).ids)
 
-    def _fast(self, text: str) -> array[int] | None:
-        if self._added is not None and self._added.search(text):
+    def _fast(self, pipeline: _Pipeline, text: str) -> array[int] | None:
+        """The ids from the memo; None where the text must go through the tokenizer whole."""
+        if _CONTROL.search(text):
             return None
-        lowered = text.lower() if self._lower else text
-        words = self._pattern.findall(lowered)
-        if len(words) > self._max_words:
-            return None
-        memo = self._words
-        try:
-            pieces = list(map(memo.__getitem__, words))
-        except KeyError:
-            try:
-                pieces = self._learn(words)
-            except _Misjudged:
-                self._off("split a batch of words otherwise")
+        if text.isascii():
+            if (
+                pipeline.added is not None
+                and pipeline.may_hold_added(text)
+                and pipeline.added.search(text)
+            ):
                 return None
+            pieces = (text.lower() if pipeline.lower else text).split()
+        elif pipeline.unicode and not pipeline.may_hold_added(text):
+            pieces = text.split()
+        else:
+            return None
+        if len(pieces) > self._max_words:
+            return None
+        parts = list(map(self._words.get, pieces))
+        if None in parts:
+            parts = self._learn(pipeline, pieces)
         ids = array("I")
-        ids.frombytes(b"".join(pieces))
+        ids.frombytes(b"".join(cast("list[bytes]", parts)))  # no None after _learn
         counts = self.counts
         counts["fast"] += 1
         n = counts["fast"]
@@ -132,25 +206,38 @@ class TextTokens:
             return self._verify(text, ids)
         return ids
 
-    def _learn(self, words: list[str]) -> list[bytes]:
-        """Each word's ids, the words not in the memo tokenized in one call (joined by
-        spaces, every one a word of its own; ``word_ids`` tells whose ids are whose)."""
+    def _learn(self, pipeline: _Pipeline, pieces: list[str]) -> list[bytes | None]:
+        """Each piece's ids, the pieces not in the memo worked out and remembered: a few ASCII
+        ones by WordPiece here, the rest in one call of the tokenizer."""
         memo = self._words
-        missing = list(dict.fromkeys(w for w in words if w not in memo))
+        missing = [p for p in dict.fromkeys(pieces) if p not in memo]
         if len(memo) + len(missing) > self._max_words:
             memo.clear()
-            missing = list(dict.fromkeys(words))
-        encoding = self.tokenizer.encode(" ".join(missing), add_special_tokens=False)
-        pieces: list[list[int]] = [[] for _ in missing]
-        for index, token in zip(encoding.word_ids, encoding.ids, strict=True):
-            if index is None or index >= len(pieces):
-                raise _Misjudged
-            pieces[index].append(token)
-        if not all(pieces):
-            raise _Misjudged
-        for word, ids in zip(missing, pieces, strict=True):
-            memo[word] = array("I", ids).tobytes()
-        return list(map(memo.__getitem__, words))
+            missing = list(dict.fromkeys(pieces))
+        few = len(missing) <= WORDPIECE_AT_MOST
+        split, words, lower = pipeline.wordpiece.ids, pipeline.words, pipeline.lower
+        rest = []
+        for piece in missing:
+            if few and piece.isascii():
+                found = words.findall(piece.lower() if lower else piece)
+                memo[piece] = array("I", [i for word in found for i in split(word)]).tobytes()
+            else:
+                rest.append(piece)
+        if rest:
+            self._learn_together(rest)
+        return list(map(memo.get, pieces))
+
+    def _learn_together(self, pieces: list[str]) -> None:
+        """The pieces' ids from one tokenizer call over them joined by spaces (no token spans
+        a space), each token going to the piece its offset falls in."""
+        encoding = self.tokenizer.encode(" ".join(pieces), add_special_tokens=False)
+        ends = list(accumulate(len(p) + 1 for p in pieces))  # each piece's end, its space too
+        found: list[list[int]] = [[] for _ in pieces]
+        for token, (start, _) in zip(encoding.ids, encoding.offsets, strict=True):
+            found[bisect_right(ends, start)].append(token)
+        memo = self._words
+        for piece, ids in zip(pieces, found, strict=True):
+            memo[piece] = array("I", ids).tobytes()
 
     def _verify(self, text: str, ids: array[int]) -> array[int]:
         self.counts["verified"] += 1
@@ -159,8 +246,12 @@ class TextTokens:
             self._off(f"disagreed on a {len(text)}-char text ({len(ids)} ids against {len(whole)})")
         return whole
 
+    def tokenizer_only(self) -> None:
+        """Send every text through the tokenizer from now on (a comparison's baseline)."""
+        self._pipeline = None
+
     def _off(self, why: str) -> None:
-        self.fast = False
+        self._pipeline = None
         self._words.clear()
         log.warning("kv routing: the fast tokenizer path %s; it is off from now on", why)
 
