@@ -423,8 +423,10 @@ def summarize(
     prefills = [s for s in measured if 0 <= s.cached < 0.5]
     return {
         "requests": len(measured),
+        "ttft_ms_p25": percentile(ttft, 25),
         "ttft_ms_p50": percentile(ttft, 50),
         "ttft_ms_p90": percentile(ttft, 90),
+        "ttft_ms_mean": sum(ttft) / len(ttft) if ttft else 0.0,
         "output_tok_s": sum(s.tokens for s in samples) / wall if wall > 0 else 0.0,
         "hit_rate": ratio(
             delta["vllm:prefix_cache_hits_total"], delta["vllm:prefix_cache_queries_total"]

@@ -232,6 +232,8 @@ async def test_a_full_replica_holding_the_prompt_queues_it_instead_of_a_prefill_
     index = router.kv.index.replica(A)
     index.state = "live"
     index.blocks.update({1, 2, 3, 4})
+    index.capacity = 8  # A has evicted, and the blocks routed to it fill half its cache:
+    router.kv.demand.add(A, [1, 2, 3, 4], time.monotonic())  # under KV pressure
     adm = Admission(router, queue_size=8)
     held = RouteKey("k", BlockMatch(array("Q", [1, 2, 3, 4]), 70, 16), None)
     other = RouteKey("j", BlockMatch(array("Q", [9, 10]), 40, 16), None)

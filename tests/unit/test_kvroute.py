@@ -173,6 +173,13 @@ def routing(*resident: set[int]) -> tuple[KVRouting, list[Replica]]:
     return kv, replicas
 
 
+def press(kv: KVRouting, replica: Replica) -> None:
+    """Put the pool under KV pressure: ``replica`` evicted with 8 blocks resident, and 4
+    distinct blocks were routed to it lately (half its cache)."""
+    kv.index.replica(replica.url).capacity = 8
+    kv.demand.add(replica.url, [101, 102, 103, 104], 0.0)
+
+
 def match_of(keys: list[int], tokens: int) -> Any:
     from array import array
 
@@ -199,6 +206,10 @@ def test_a_holder_batches_a_second_request_at_low_load_up_to_the_floor() -> None
     order, _, why = kv.order([r0, r1, r2, r3], blocks, loads, 0.25, 3.0, 0.0)
     assert order[0] is not r0 and why == "spill"
     kv.min_capacity = 2
+    order, _, why = kv.order([r0, r1, r2, r3], blocks, loads, 0.25, 3.0, 1.0)
+    # no KV pressure: copies are cheap, so no floor (it follows the first spill's placement)
+    assert order[0] is not r0 and why == "home"
+    press(kv, r3)
     order, tokens, why = kv.order([r0, r1, r2, r3], blocks, loads, 0.25, 3.0, 1.0)
     assert order[0] is r0 and why == "resident" and tokens == 48
     # a replica holding under half of the prompt (a shared system prompt) gets no floor
@@ -283,6 +294,7 @@ def test_a_holder_batches_up_to_its_known_max_num_seqs_and_spills_past_it() -> N
     order, _, why = kv.order([r0, r1, r2, r3], blocks, loads, 0.25, 3.0, 0.0)
     assert order[0] is not r0 and why == "spill"
     r0.max_num_seqs = 4  # its batch, from the scrape: a fourth request runs at once there
+    press(kv, r1)  # (a floor only under KV pressure)
     order, tokens, why = kv.order([r0, r1, r2, r3], blocks, loads, 0.25, 3.0, 1.0)
     assert order[0] is r0 and why == "resident" and tokens == 48
     r0.max_num_seqs = None  # not learned yet: a scrape that found it running 4 is enough
@@ -350,3 +362,20 @@ def test_a_holder_of_most_of_the_prompt_keeps_it_below_its_bound_whatever_its_ba
     loads = {r0.url: 3}
     order, _, why = kv.order([r0, r1, r2], match_of([1, 2, 3, 4], 70), loads, 0.25, 3.0, 0.2)
     assert order[0] is not r0 and why == "spill"
+
+
+def test_kv_pressure_is_demand_against_a_cache_size_learned_from_evictions() -> None:
+    from deja.kvcache.wire import DecodedBatch, Removed, Stored
+
+    kv, (r0, r1) = routing(set(), set())
+    index = kv.index.replica(r0.url)
+    stored = Stored([bytes(31) + bytes([i]) for i in range(6)], None, 96, 16, None)
+    index.apply(0, DecodedBatch(1.0, [stored], None), 1.0)
+    assert index.capacity is None and not kv.under_pressure([r0, r1])  # never evicted
+    kv.demand.add(r0.url, range(100, 200), 1.0)
+    assert not kv.under_pressure([r0, r1])  # a cache that never evicted: no pressure at all
+    index.apply(1, DecodedBatch(2.0, [Removed([bytes(32)])], None), 2.0)
+    assert index.capacity == 6 and len(index.blocks) == 5
+    assert kv.under_pressure([r0, r1])  # 100 blocks asked of a 6-block cache
+    assert not kv.under_pressure([r1])
+    assert index.describe()["capacity_blocks"] == 6

@@ -56,6 +56,9 @@ class ReplicaIndex:
     drops: int = 0
     last_drop: str | None = None
     block_size: int | None = None
+    #: The most blocks it held when it evicted one (its cache was full then); None until it
+    #: has evicted: how many blocks its cache holds, learned from its events.
+    capacity: int | None = None
     _before_stale: IndexState = "partial"
 
     def apply(self, seq: int, batch: DecodedBatch, now: float) -> None:
@@ -67,6 +70,8 @@ class ReplicaIndex:
                 if event.block_size:
                     self.block_size = event.block_size
             elif isinstance(event, Removed):
+                if self.capacity is None or len(blocks) > self.capacity:
+                    self.capacity = len(blocks)
                 blocks.difference_update(external_key(h) for h in event.hashes)
             elif isinstance(event, Cleared):
                 blocks.clear()
@@ -115,6 +120,7 @@ class ReplicaIndex:
         return {
             "state": self.state,
             "resident_blocks": len(self.blocks),
+            "capacity_blocks": self.capacity,
             "last_seq": self.last_seq,
             "batches": self.batches,
             "seconds_since_batch": age,

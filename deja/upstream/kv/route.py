@@ -16,7 +16,9 @@ then asks :meth:`KVRouting.order`:
    request would send the next one that it holds to a full prefill elsewhere (the ring's
    spills were a quarter of a low-load workload's requests, each a miss), though up to its
    batch it runs them at once: a request it holds waits for no one there, while the spill
-   pays a full prefill and evicts another prompt's blocks for the copy;
+   pays a full prefill and evicts another prompt's blocks for the copy. The floor holds only
+   while the pool is under KV pressure (:meth:`KVRouting.under_pressure`); without it the
+   copy evicts nothing, and later requests can pick the idler of two holders;
 2. among the replicas below capacity (all, if none is) the highest
    ``score = h_r·block_size / prompt_tokens − backlog_r / prompt_tokens − λ·load_r / c_r
    − μ·kv_use_r`` goes first, the rest in score order for failover. ``backlog_r`` is the
@@ -64,6 +66,9 @@ PENDING_S = 5.0
 #: Time constant of the prefill backlog's decay, seconds (about a long prefill's duration).
 PREFILL_DECAY_S = 1.0
 _PENDING_MAX = 8192
+#: A replica whose KV demand (:mod:`deja.upstream.kv.demand`) reaches this share of its cache
+#: puts the pool under KV pressure; below it everywhere, copies of a prompt are cheap.
+PRESSURE_SHARE = 0.5
 #: A spill prefers the ring's order among replicas scoring within this of the best (score
 #: units: a share of the prompt; idle replicas differ by less, one busy prefilling by more).
 SPILL_MARGIN = 0.2
@@ -174,6 +179,7 @@ class KVRouting:
         per_token = 1.0 / max(blocks.prompt_tokens, 1)
         share_per_block = blocks.block_size * per_token
         index_of, backlog_of = self.index.get, self._backlog.get
+        floor = self.under_pressure(usable)
         load_weight, kv_weight, min_capacity = self.load_weight, self.kv_weight, self.min_capacity
         scored: list[Scored] = []
         best_hit = 0
@@ -184,7 +190,7 @@ class KVRouting:
             if hit > best_hit:
                 best_hit = hit
             cap = math.ceil(scale * replica.weight - _CEIL_SLACK) if bounded else 0
-            if cap and blocks.mostly(hit):
+            if cap and floor and blocks.mostly(hit):
                 # it holds most of the prompt: up to its batch, it runs the request at once
                 cap = max(cap, min_capacity, replica.max_num_seqs or 0, replica.running_seen)
             score = hit * share_per_block
@@ -220,6 +226,17 @@ class KVRouting:
         before = self._decayed(backlog, now) if backlog is not None else 0.0
         self._backlog[first] = (before + uncached, now)
         return order, resident, reason
+
+    def under_pressure(self, usable: Sequence[Replica]) -> bool:
+        """Whether some replica's KV demand reaches ``PRESSURE_SHARE`` of its cache (known
+        once it has evicted: a replica that never evicted is not under pressure)."""
+        demand, index_of = self.demand.of, self.index.get
+        for replica in usable:
+            index = index_of(replica.url)
+            capacity = index.capacity if index is not None else None
+            if capacity and demand(replica.url) >= PRESSURE_SHARE * capacity:
+                return True
+        return False
 
     def holders(self, candidates: Sequence[Replica], blocks: BlockMatch) -> list[Replica]:
         """Those of ``candidates`` whose index holds at least half of the prompt."""
