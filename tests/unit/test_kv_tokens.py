@@ -32,7 +32,7 @@ SAFE = ["Hello", "world", "don't", "e-mail", "x1y2", "3.14", "snake_case", "Came
         "UPPER", "MiXeD", "[cls", "sep]", "<|user|>\n", "x" * 120]  # fmt: skip
 #: What the fast path must leave to the tokenizer: non-ASCII, controls, added tokens.
 TRICKY = ["naïve", "日本", "🙂", "[CLS]", "[cls]", "x[SEP]y", "[Mask]", "\x01ctrl", "del\x7f",
-          "cr\r\nlf", "\u00a0nbsp", "zwj\u200d", "\x0bvt", "\x1cfs"]  # fmt: skip
+          "cr\r\nlf", "\u00a0nbsp", "zwj\u200d", "\x0bvt", "\x1cfs", "nel\x85x"]  # fmt: skip
 
 
 #: Non-ASCII the fast path takes piece by piece: accents, quotes, dashes, CJK, Unicode spaces,

@@ -19,9 +19,9 @@ the text is ASCII). The pieces the memo lacks get their ids
 - otherwise (more of them: a cold memo; or accents, curly quotes, dashes, CJK): from one
   tokenizer call over those pieces joined by spaces, each token assigned by its offset.
 
-The whole text goes through the tokenizer instead when it holds an ASCII control character
-other than tab and newline (the normalizer deletes or maps them, and ``str.split`` disagrees
-with it on some), or may hold an added token (``[CLS]``: matched before normalizing).
+The whole text goes through the tokenizer instead when it holds a control character other
+than tab and newline (the normalizer deletes or maps them, and ``str.split`` disagrees with it
+on some), or may hold an added token (``[CLS]``: matched before normalizing).
 
 Checked: ``tests/unit/test_kv_tokens.py`` compares both paths on rendered conversations and on
 adversarial texts, and at run time the first :data:`VERIFY_FIRST` fast encodings and one in
@@ -58,8 +58,9 @@ _DEFAULT_MAX_WORDS = 65_536
 #: (a call costs about as much as WordPiece over this many words here).
 WORDPIECE_AT_MOST = 12
 
-#: What sends a text to the tokenizer whole: an ASCII control other than tab and newline.
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+#: What sends a text to the tokenizer whole: a C0 control other than tab and newline, DEL,
+#: and NEL (``str.split`` splits on NEL and \x1c-\x1f; the normalizer deletes them).
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\x85]")
 _WORDS_LOWER = re.compile(r"[a-z0-9]+|[^a-z0-9\s]")
 _WORDS_CASED = re.compile(r"[A-Za-z0-9]+|[^A-Za-z0-9\s]")
 
