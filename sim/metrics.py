@@ -79,7 +79,9 @@ class SimMetrics:
     ``vllm:prompt_tokens_total``, ``vllm:request_success_total`` (also labelled
     ``finished_reason``) and, with speculative decoding on, ``vllm:spec_decode_num_drafts_total``,
     ``vllm:spec_decode_num_draft_tokens_total``, ``vllm:spec_decode_num_accepted_tokens_total``.
-    Histograms: ``vllm:time_to_first_token_seconds``, ``vllm:inter_token_latency_seconds`` (one
+    Info: ``vllm:cache_config_info`` (``block_size``, ``enable_prefix_caching``,
+    ``num_gpu_blocks``, ``prefix_caching_hash_algo``). Histograms:
+    ``vllm:time_to_first_token_seconds``, ``vllm:inter_token_latency_seconds`` (one
     observation per step that gave a running sequence tokens),
     ``vllm:time_per_output_token_seconds`` (a finished sequence's mean time per token after the
     first) and ``vllm:e2e_request_latency_seconds``.
@@ -107,6 +109,20 @@ class SimMetrics:
         gauge("vllm:kv_cache_usage_perc", "KV-cache usage, 0..1 (simulated).").labels(
             model_name=model
         ).set_function(engine.kv_cache_usage_perc)
+
+        config = engine.config
+        info_labels = {  # vLLM's CacheConfig.metrics_info(), the fields a router reads
+            "block_size": str(config.block_size),
+            "enable_prefix_caching": str(config.enable_prefix_caching),
+            "num_gpu_blocks": str(config.kv_blocks),
+            "prefix_caching_hash_algo": config.prefix_caching_hash_algo,
+        }
+        Gauge(
+            "vllm:cache_config_info",
+            "Information of the LLMEngine CacheConfig (simulated).",
+            list(info_labels),
+            registry=reg,
+        ).labels(**info_labels).set(1)
 
         self.prefix_cache_queries = counter(
             "vllm:prefix_cache_queries", "Prefix-cache queries, in tokens (simulated)."

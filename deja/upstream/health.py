@@ -7,8 +7,10 @@ and ``vllm:prefix_cache_hits``, in tokens) are kept for the console's hit rate.
 
 Each scrape also feeds the replica's in-flight limit (``Replica.learn_capacity``). vLLM does not
 export ``--max-num-seqs``: its one info series, ``vllm:cache_config_info``, carries CacheConfig
-labels (block_size, num_gpu_blocks, ...). A ``max_num_seqs`` label on any ``vllm:*_config_info``
-series is read where a server adds one; otherwise the limit is learned from running/waiting.
+labels (block_size, num_gpu_blocks, ...); its ``num_gpu_blocks`` is the size of the replica's
+KV cache, which tells the KV router when the pool is under KV pressure. A ``max_num_seqs``
+label on any ``vllm:*_config_info`` series is read where a server adds one; otherwise the
+limit is learned from running/waiting.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ _TPOT = {
     "vllm:inter_token_latency_seconds_count": "count",
 }
 _MAX_NUM_SEQS = re.compile(r'[{,]\s*max_num_seqs\s*=\s*"(\d+)"')
+_NUM_GPU_BLOCKS = re.compile(r'[{,]\s*num_gpu_blocks\s*=\s*"(\d+)"')
 
 
 def parse_vllm_metrics(text: str, scraped_at: float) -> ReplicaMetrics:
@@ -49,12 +52,16 @@ def parse_vllm_metrics(text: str, scraped_at: float) -> ReplicaMetrics:
     sums = dict.fromkeys(set(_GAUGES.values()), 0.0)
     tpot = {"sum": 0.0, "count": 0.0}
     max_num_seqs: int | None = None
+    num_gpu_blocks = 0
     for line in text.splitlines():
         if not line.startswith("vllm:"):
             continue
         name = line.split("{", 1)[0].split(" ", 1)[0]
-        if name.endswith("_config_info") and (found := _MAX_NUM_SEQS.search(line)):
-            max_num_seqs = int(found.group(1)) or None
+        if name.endswith("_config_info"):
+            if found := _MAX_NUM_SEQS.search(line):
+                max_num_seqs = int(found.group(1)) or None
+            if name == "vllm:cache_config_info" and (found := _NUM_GPU_BLOCKS.search(line)):
+                num_gpu_blocks += int(found.group(1))  # one series per engine
             continue
         field = _GAUGES.get(name)
         part = _TPOT.get(name)
@@ -76,6 +83,7 @@ def parse_vllm_metrics(text: str, scraped_at: float) -> ReplicaMetrics:
         kv_cache_usage=sums["kv_cache_usage"],
         seconds_per_token=per_token,
         max_num_seqs=max_num_seqs,
+        num_gpu_blocks=num_gpu_blocks or None,
         scraped_at=scraped_at,
         prefix_cache_queries=sums["prefix_cache_queries"],
         prefix_cache_hits=sums["prefix_cache_hits"],

@@ -102,6 +102,8 @@ class ReplicaMetrics:
     #: A ``max_num_seqs`` label on a ``vllm:*_config_info`` series, where a server exports one
     #: (vLLM itself does not: its only info series, ``vllm:cache_config_info``, is CacheConfig).
     max_num_seqs: int | None = None
+    #: The KV cache's size in blocks (``num_gpu_blocks`` of ``vllm:cache_config_info``).
+    num_gpu_blocks: int | None = None
     scraped_at: float = 0.0
     #: This gateway's in-flight count when the scrape arrived: the part of running + waiting
     #: that was its own.

@@ -13,6 +13,7 @@ import orjson
 import pytest
 from openai.types.chat import ChatCompletionMessageParam
 
+from deja.upstream.health import parse_vllm_metrics
 from sim.config import SimConfig
 from sim.engine import ANSWER_PREFIX, answer_digest, answer_text, generate, render_chat
 from sim.runner import SimCluster, start_simulators
@@ -210,6 +211,9 @@ async def test_metrics_and_prefix_cache_hits(sims: SimCluster, http: httpx.Async
     ):
         assert re.search(rf'^{re.escape(name)}\{{model_name="{MODEL}"\}} ', text, re.MULTILINE)
     assert metric_value(text, "vllm:prefix_cache_hits_total") >= 192
+    info = parse_vllm_metrics(text, 1.0)  # vLLM's cache_config_info: the cache's size
+    assert info.num_gpu_blocks is not None and info.num_gpu_blocks > 0
+    assert 'enable_prefix_caching="True"' in text and 'block_size="16"' in text
     assert metric_value(text, "vllm:prefix_cache_queries_total") >= 400
     assert metric_value(text, "vllm:prompt_tokens_total") >= 400
     assert metric_value(text, "vllm:generation_tokens_total") >= 4

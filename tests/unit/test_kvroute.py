@@ -379,3 +379,9 @@ def test_kv_pressure_is_demand_against_a_cache_size_learned_from_evictions() -> 
     assert kv.under_pressure([r0, r1])  # 100 blocks asked of a 6-block cache
     assert not kv.under_pressure([r1])
     assert index.describe()["capacity_blocks"] == 6
+    # a scraped size (vllm:cache_config_info's num_gpu_blocks) is known before any eviction
+    kv.demand.add(r1.url, range(300, 340), 3.0)
+    r1.metrics.num_gpu_blocks = 100
+    assert not kv.under_pressure([r1])  # 40 of 100
+    r1.metrics.num_gpu_blocks = 80
+    assert kv.under_pressure([r1])  # 40 of 80: half

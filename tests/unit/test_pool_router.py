@@ -76,7 +76,21 @@ def test_metrics_parsing_accepts_current_and_deprecated_names() -> None:
     m = parse_vllm_metrics(text, scraped_at=1.0)
     assert (m.running, m.waiting, m.kv_cache_usage) == (4.0, 2.0, 0.5)
     m2 = parse_vllm_metrics('vllm:kv_cache_usage_perc{model_name="a"} 0.25\n', 1.0)
-    assert m2.kv_cache_usage == 0.25
+    assert m2.kv_cache_usage == 0.25 and m.num_gpu_blocks is None
+
+
+def test_the_kv_cache_size_comes_from_vllms_cache_config_info() -> None:
+    info = (
+        'vllm:cache_config_info{block_size="16",cache_dtype="auto",enable_prefix_caching="True",'
+        'gpu_memory_utilization="0.9",num_gpu_blocks="27000",num_cpu_blocks="None"} 1.0\n'
+    )
+    assert parse_vllm_metrics(info, 1.0).num_gpu_blocks == 27000
+    two_engines = info + info.replace("27000", "3000")  # one series per engine: summed
+    assert parse_vllm_metrics(two_engines, 1.0).num_gpu_blocks == 30000
+    # another info series' num_gpu_blocks-like label is not the cache's
+    other = 'vllm:model_config_info{num_gpu_blocks="5",max_num_seqs="8"} 1.0\n'
+    m = parse_vllm_metrics(other, 1.0)
+    assert m.num_gpu_blocks is None and m.max_num_seqs == 8
 
 
 def test_load_combines_in_flight_and_fresh_scrapes() -> None:

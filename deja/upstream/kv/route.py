@@ -228,12 +228,15 @@ class KVRouting:
         return order, resident, reason
 
     def under_pressure(self, usable: Sequence[Replica]) -> bool:
-        """Whether some replica's KV demand reaches ``PRESSURE_SHARE`` of its cache (known
-        once it has evicted: a replica that never evicted is not under pressure)."""
+        """Whether some replica's KV demand reaches ``PRESSURE_SHARE`` of its cache: its
+        ``num_gpu_blocks`` from the scrape, else what its index held when it first evicted
+        (a replica whose size is unknown and that never evicted is not under pressure)."""
         demand, index_of = self.demand.of, self.index.get
         for replica in usable:
-            index = index_of(replica.url)
-            capacity = index.capacity if index is not None else None
+            capacity = replica.metrics.num_gpu_blocks
+            if not capacity:
+                index = index_of(replica.url)
+                capacity = index.capacity if index is not None else None
             if capacity and demand(replica.url) >= PRESSURE_SHARE * capacity:
                 return True
         return False
