@@ -128,10 +128,13 @@ def customers_workload(
         for c in range(customers)
     ]
     rate = args.rate if name == "pressure" else args.rate * 0.5
-    total = args.warmup + args.requests
+    # warm-up: every customer once (the steady state of a running service: a context's first
+    # sight is a full prefill for any router), then --warmup requests like the measured ones
+    first = rng.sample(range(customers), customers)
+    warmup = customers + args.warmup
     at, reqs = 0.0, []
-    for n in range(total):
-        c = rng.randrange(customers)
+    for n in range(warmup + args.requests):
+        c = first[n] if n < customers else rng.randrange(customers)
         question = text_of(rng, vocab, rng.randint(15, 30), f"Question {n}:")
         messages = [
             {"role": "system", "content": contexts[c]},
@@ -153,14 +156,15 @@ def customers_workload(
     note = (
         f"{customers} customers x ~{args.context_tokens}-token contexts = {blocks} blocks = "
         f"{100 * share:.0f}% of the pool's {REPLICAS} x {args.kv_blocks} KV blocks; Poisson "
-        f"{rate:g} req/s; {args.warmup} warm-up + {args.requests} measured requests"
+        f"{rate:g} req/s; warm-up: each customer once, then {args.warmup} requests; "
+        f"{args.requests} measured requests"
     )
     if closed:
         note += (
             f"; then a saturating closed loop: {args.closed_clients} clients, "
             f"{args.closed_requests} requests back to back (output throughput at capacity)"
         )
-    return Workload(name, reqs, args.warmup, closed=closed, note=note)
+    return Workload(name, reqs, warmup, closed=closed, note=note)
 
 
 def multiturn_workload(args: argparse.Namespace, rng: random.Random) -> Workload:
@@ -488,7 +492,7 @@ def micro(args: argparse.Namespace, workload: Workload) -> dict[str, Any]:
 
     rng = random.Random(3)
     # fill the indexes: each context resident on one replica, plus filler up to the KV budget
-    for n, req in enumerate(workload.open_loop[: args.warmup]):
+    for n, req in enumerate(workload.open_loop[: workload.warmup]):
         match = blocks.match("chat", {"messages": req.messages}, "t:bench")
         assert match is not None
         index.replica(replicas[n % REPLICAS].url).blocks.update(match.keys)
@@ -500,7 +504,7 @@ def micro(args: argparse.Namespace, workload: Workload) -> dict[str, Any]:
     times_first: list[float] = []
     times: list[float] = []
     seen: set[str] = set()
-    for req in workload.open_loop[args.warmup :]:
+    for req in workload.open_loop[workload.warmup :]:
         t = time.thread_time_ns()
         match = fresh.match("chat", {"messages": req.messages}, "t:bench")
         assert match is not None
@@ -560,7 +564,7 @@ def parse_args() -> argparse.Namespace:
     add("--context-tokens", type=int, default=1500)
     add("--rate", type=float, default=4.0, help="pressure arrivals, req/s (light: half)")
     add("--requests", type=int, default=160)
-    add("--warmup", type=int, default=60)
+    add("--warmup", type=int, default=60, help="requests after each customer's first (60)")
     add("--max-tokens", type=int, default=32)
     add("--closed-requests", type=int, default=200, help="pressure's closed loop (0: none)")
     add("--closed-clients", type=int, default=24, help="its clients (replicas x seqs x 1.5)")
@@ -604,7 +608,7 @@ def run_workload(
             stop_process(gateway)
             for sim in cluster.sims:
                 stop_process(sim)
-        print(f"  {result}")
+        print(f"  { {k: v for k, v in result.items() if k != 'ttft_ms'} }")
         out["configs"][config] = result
     return out
 

@@ -39,7 +39,6 @@ import json
 import logging
 import re
 from array import array
-from bisect import bisect_right
 from dataclasses import dataclass
 from itertools import accumulate
 from typing import Any, cast
@@ -215,15 +214,16 @@ class TextTokens:
         if len(memo) + len(missing) > self._max_words:
             memo.clear()
             missing = list(dict.fromkeys(pieces))
-        few = len(missing) <= WORDPIECE_AT_MOST
-        split, words, lower = pipeline.wordpiece.ids, pipeline.words, pipeline.lower
-        rest = []
-        for piece in missing:
-            if few and piece.isascii():
-                found = words.findall(piece.lower() if lower else piece)
-                memo[piece] = array("I", [i for word in found for i in split(word)]).tobytes()
-            else:
-                rest.append(piece)
+        rest = missing
+        if len(missing) <= WORDPIECE_AT_MOST:
+            split, words, lower = pipeline.wordpiece.ids, pipeline.words, pipeline.lower
+            rest = []
+            for piece in missing:
+                if piece.isascii():
+                    found = words.findall(piece.lower() if lower else piece)
+                    memo[piece] = array("I", [i for word in found for i in split(word)]).tobytes()
+                else:
+                    rest.append(piece)
         if rest:
             self._learn_together(rest)
         return list(map(memo.get, pieces))
@@ -234,8 +234,12 @@ class TextTokens:
         encoding = self.tokenizer.encode(" ".join(pieces), add_special_tokens=False)
         ends = list(accumulate(len(p) + 1 for p in pieces))  # each piece's end, its space too
         found: list[list[int]] = [[] for _ in pieces]
+        piece, end = 0, ends[0]
         for token, (start, _) in zip(encoding.ids, encoding.offsets, strict=True):
-            found[bisect_right(ends, start)].append(token)
+            while start >= end:  # offsets only grow
+                piece += 1
+                end = ends[piece]
+            found[piece].append(token)
         memo = self._words
         for piece, ids in zip(pieces, found, strict=True):
             memo[piece] = array("I", ids).tobytes()
