@@ -287,24 +287,24 @@ def test_salts() -> None:
     assert orjson.loads(with_cache_salt(b" {}", "s")) == {"cache_salt": "s"}
 
 
-def test_a_holder_batches_up_to_its_known_max_num_seqs_and_spills_past_it() -> None:
+def test_a_holder_under_pressure_queues_a_batch_past_its_max_num_seqs_then_spills() -> None:
     kv, (r0, r1, r2, r3) = routing({1, 2, 3}, set(), set(), set())
     blocks = match_of([1, 2, 3], 48)
     loads = {r0.url: 3, r1.url: 1}  # T = 4: ceil(1.25 * 5 / 4) = 2, r0 is past the bound
     order, _, why = kv.order([r0, r1, r2, r3], blocks, loads, 0.25, 3.0, 0.0)
     assert order[0] is not r0 and why == "spill"
-    r0.max_num_seqs = 4  # its batch, from the scrape: a fourth request runs at once there
-    press(kv, r1)  # (a floor only under KV pressure)
+    r0.max_num_seqs = 2  # its batch, from the scrape: under KV pressure it runs two and
+    press(kv, r1)  # queues two more, where its blocks are, before a spill's full prefill
     order, tokens, why = kv.order([r0, r1, r2, r3], blocks, loads, 0.25, 3.0, 1.0)
     assert order[0] is r0 and why == "resident" and tokens == 48
-    r0.max_num_seqs = None  # not learned yet: a scrape that found it running 4 is enough
+    r0.max_num_seqs = None  # not learned yet: a scrape that found it running 2 is enough
     from deja.upstream.pool import ReplicaMetrics
 
-    r0.learn_capacity(ReplicaMetrics(running=4.0))
-    assert r0.running_seen == 4 and r0.max_num_seqs is None
+    r0.learn_capacity(ReplicaMetrics(running=2.0))
+    assert r0.running_seen == 2 and r0.max_num_seqs is None
     order, _, why = kv.order([r0, r1, r2, r3], blocks, loads, 0.25, 3.0, 1.5)
     assert order[0] is r0 and why == "resident"
-    loads[r0.url] = 4  # a full batch: the bounded load holds again
+    loads[r0.url] = 4  # a full batch and a full queue: the bounded load holds again
     order, _, why = kv.order([r0, r1, r2, r3], blocks, loads, 0.25, 3.0, 2.0)
     assert order[0] is not r0 and why == "spill"
     # holding under half of the prompt (a shared system prompt), its batch lifts nothing

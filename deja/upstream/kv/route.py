@@ -17,8 +17,9 @@ then asks :meth:`KVRouting.order`:
    spills were a quarter of a low-load workload's requests, each a miss), though up to its
    batch it runs them at once: a request it holds waits for no one there, while the spill
    pays a full prefill and evicts another prompt's blocks for the copy. The floor holds only
-   while the pool is under KV pressure (:meth:`KVRouting.under_pressure`); without it the
-   copy evicts nothing, and later requests can pick the idler of two holders;
+   while the pool is under KV pressure (:meth:`KVRouting.under_pressure`), and is then
+   ``HOLDER_BATCHES`` batches (one running, one queued there); without pressure the copy
+   evicts nothing, and later requests can pick the idler of two holders;
 2. among the replicas below capacity (all, if none is) the highest
    ``score = h_r·block_size / prompt_tokens − backlog_r / prompt_tokens − λ·load_r / c_r
    − μ·kv_use_r`` goes first, the rest in score order for failover. ``backlog_r`` is the
@@ -69,6 +70,11 @@ _PENDING_MAX = 8192
 #: A replica whose KV demand (:mod:`deja.upstream.kv.demand`) reaches this share of its cache
 #: puts the pool under KV pressure; below it everywhere, copies of a prompt are cheap.
 PRESSURE_SHARE = 0.5
+#: Under KV pressure a holder of most of a prompt takes up to this many batches: one running
+#: and one queued where its blocks are (as admission's holder queue), before a spill's full
+#: prefill elsewhere evicts another prompt's blocks for the copy (measured: spills at one
+#: batch were the eviction cascade behind most of kv's full prefills under pressure).
+HOLDER_BATCHES = 2
 #: A spill prefers the ring's order among replicas scoring within this of the best (score
 #: units: a share of the prompt; idle replicas differ by less, one busy prefilling by more).
 SPILL_MARGIN = 0.2
@@ -192,7 +198,8 @@ class KVRouting:
             cap = math.ceil(scale * replica.weight - _CEIL_SLACK) if bounded else 0
             if cap and floor and blocks.mostly(hit):
                 # it holds most of the prompt: up to its batch, it runs the request at once
-                cap = max(cap, min_capacity, replica.max_num_seqs or 0, replica.running_seen)
+                batch = max(replica.max_num_seqs or 0, replica.running_seen)
+                cap = max(cap, min_capacity, HOLDER_BATCHES * batch)
             score = hit * share_per_block
             load = loads_get(url, 0)
             if load and cap:
