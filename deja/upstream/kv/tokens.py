@@ -234,12 +234,12 @@ class TextTokens:
         encoding = self.tokenizer.encode(" ".join(pieces), add_special_tokens=False)
         ends = list(accumulate(len(p) + 1 for p in pieces))  # each piece's end, its space too
         found: list[list[int]] = [[] for _ in pieces]
-        piece, end = 0, ends[0]
+        index, end = 0, ends[0]
         for token, (start, _) in zip(encoding.ids, encoding.offsets, strict=True):
             while start >= end:  # offsets only grow
-                piece += 1
-                end = ends[piece]
-            found[piece].append(token)
+                index += 1
+                end = ends[index]
+            found[index].append(token)
         memo = self._words
         for piece, ids in zip(pieces, found, strict=True):
             memo[piece] = array("I", ids).tobytes()
