@@ -629,6 +629,23 @@ def difference_interval(
     return diffs[int(0.025 * resamples)], diffs[int(0.975 * resamples) - 1]
 
 
+def kv_against_prefix(kv: dict[str, Any], prefix: dict[str, Any]) -> list[str]:
+    """The report's lines comparing the two routers on one workload."""
+    lines = [
+        f"  kv vs prefix: TTFT p90 {ratio(prefix['ttft_ms_p90'], kv['ttft_ms_p90']):.2f}x "
+        f"better, output {ratio(kv['output_tok_s'], prefix['output_tok_s']):.2f}x, "
+        f"hit rate {ratio(kv['hit_rate'], prefix['hit_rate']):.2f}x"
+    ]
+    for q in (50, 90):
+        low, high = difference_interval(kv["ttft_ms"], prefix["ttft_ms"], q)
+        diff = kv[f"ttft_ms_p{q}"] - prefix[f"ttft_ms_p{q}"]
+        lines.append(
+            f"  kv - prefix TTFT p{q}: {diff:+.1f} ms (bootstrap 95% interval "
+            f"{low:+.1f} to {high:+.1f})"
+        )
+    return lines
+
+
 def report(results: dict[str, Any]) -> str:
     lines = ["", "SIMULATED replicas (deja sim); shared 2-core machine: read the ratios", ""]
     for name, block in results["workloads"].items():
@@ -659,18 +676,7 @@ def report(results: dict[str, Any]) -> str:
                 )
         kv, prefix = block["configs"].get("kv"), block["configs"].get("prefix")
         if kv and prefix:
-            lines.append(
-                f"  kv vs prefix: TTFT p90 {ratio(prefix['ttft_ms_p90'], kv['ttft_ms_p90']):.2f}x "
-                f"better, output {ratio(kv['output_tok_s'], prefix['output_tok_s']):.2f}x, "
-                f"hit rate {ratio(kv['hit_rate'], prefix['hit_rate']):.2f}x"
-            )
-            for q in (50, 90):
-                low, high = difference_interval(kv["ttft_ms"], prefix["ttft_ms"], q)
-                diff = kv[f"ttft_ms_p{q}"] - prefix[f"ttft_ms_p{q}"]
-                lines.append(
-                    f"  kv - prefix TTFT p{q}: {diff:+.1f} ms (bootstrap 95% interval "
-                    f"{low:+.1f} to {high:+.1f})"
-                )
+            lines += kv_against_prefix(kv, prefix)
         lines.append("")
     m = results.get("micro")
     if m:

@@ -21,6 +21,7 @@ from prometheus_client import (
 from prometheus_client.core import HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from sim.config import SimConfig
 from sim.loop import SimEngine
 from sim.scheduler import StepOutcome
 
@@ -69,6 +70,23 @@ class CountingHistogram(Collector):
         return [family]
 
 
+def _cache_config_info(registry: CollectorRegistry, config: SimConfig) -> None:
+    """``vllm:cache_config_info``: vLLM's CacheConfig.metrics_info(), the labels a router
+    reads (the KV cache's size, ``num_gpu_blocks``, among them), value 1."""
+    labels = {
+        "block_size": str(config.block_size),
+        "enable_prefix_caching": str(config.enable_prefix_caching),
+        "num_gpu_blocks": str(config.kv_blocks),
+        "prefix_caching_hash_algo": config.prefix_caching_hash_algo,
+    }
+    Gauge(
+        "vllm:cache_config_info",
+        "Information of the LLMEngine CacheConfig (simulated).",
+        list(labels),
+        registry=registry,
+    ).labels(**labels).set(1)
+
+
 class SimMetrics:
     """vLLM-named metrics of one simulated replica, each labelled ``model_name``.
 
@@ -110,20 +128,7 @@ class SimMetrics:
             model_name=model
         ).set_function(engine.kv_cache_usage_perc)
 
-        config = engine.config
-        info_labels = {  # vLLM's CacheConfig.metrics_info(), the fields a router reads
-            "block_size": str(config.block_size),
-            "enable_prefix_caching": str(config.enable_prefix_caching),
-            "num_gpu_blocks": str(config.kv_blocks),
-            "prefix_caching_hash_algo": config.prefix_caching_hash_algo,
-        }
-        Gauge(
-            "vllm:cache_config_info",
-            "Information of the LLMEngine CacheConfig (simulated).",
-            list(info_labels),
-            registry=reg,
-        ).labels(**info_labels).set(1)
-
+        _cache_config_info(reg, engine.config)
         self.prefix_cache_queries = counter(
             "vllm:prefix_cache_queries", "Prefix-cache queries, in tokens (simulated)."
         )

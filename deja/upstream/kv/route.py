@@ -176,8 +176,7 @@ class KVRouting:
         """Replicas in score order, the resident tokens of the first, and why it is first
         (``resident``, ``home``: a pending placement, ``least_loaded``); ``ring`` is the
         prefix key's ring order (ties among equal scores follow it)."""
-        keys = blocks.keys
-        loads_get = loads.get
+        keys, loads_get = blocks.keys, loads.get
         total = sum(loads_get(r.url, 0) for r in usable)
         weight = sum(r.weight for r in usable)
         bounded = math.isfinite(epsilon)
@@ -193,8 +192,7 @@ class KVRouting:
             url = replica.url
             index = index_of(url)
             hit = index.match(keys) if index is not None else 0
-            if hit > best_hit:
-                best_hit = hit
+            best_hit = hit if hit > best_hit else best_hit
             cap = math.ceil(scale * replica.weight - _CEIL_SLACK) if bounded else 0
             if cap and floor and blocks.mostly(hit):
                 # it holds most of the prompt: up to its batch, it runs the request at once
@@ -221,18 +219,23 @@ class KVRouting:
         reason = self._first(ranked, blocks, best_hit, rank, now)
         rest = sorted((s for s in scored if s not in ranked), key=key)
         order = [s.replica for s in ranked] + [s.replica for s in rest]
+        resident = ranked[0].blocks * blocks.block_size
+        self._placed(order[0].url, blocks, resident, now)
+        return order, resident, reason
+
+    def _placed(self, url: str, blocks: BlockMatch, resident: int, now: float) -> None:
+        """Remember that the prompt went to ``url``: its pending placement, the replica's KV
+        demand and its prefill backlog (the tokens it must prefill)."""
+        keys = blocks.keys
         if keys:
             if len(self._pending) >= _PENDING_MAX:
                 self._pending.clear()
-            self._pending[keys[-1]] = (order[0].url, now + PENDING_S)
-        first = order[0].url
-        self.demand.add(first, keys, now)
-        resident = ranked[0].blocks * blocks.block_size
+            self._pending[keys[-1]] = (url, now + PENDING_S)
+        self.demand.add(url, keys, now)
         uncached = max(blocks.prompt_tokens - resident, 0)
-        backlog = backlog_of(first)
+        backlog = self._backlog.get(url)
         before = self._decayed(backlog, now) if backlog is not None else 0.0
-        self._backlog[first] = (before + uncached, now)
-        return order, resident, reason
+        self._backlog[url] = (before + uncached, now)
 
     def under_pressure(self, usable: Sequence[Replica]) -> bool:
         """Whether some replica's KV demand reaches ``PRESSURE_SHARE`` of its cache: its
