@@ -147,9 +147,7 @@ class LookupStep:
             return Lookup.miss(Outcome.MISS, entry_id, req)
         started = time.perf_counter()
         try:
-            answer = await store.store.get(entry_id)  # AliasedStore.get, one coroutine less
-            if answer is not None and answer.alias_of is not None:
-                answer = await store.resolve(entry_id, answer)
+            answer = await store.get(entry_id)
         except CacheUnavailableError:
             self.metrics.count(self.metrics.store_errors, "exact")
             return Lookup.miss(Outcome.OFF, entry_id, req)

@@ -113,10 +113,6 @@ def render_message(message: Any) -> str:
     """One message as :func:`render_chat` renders it (strict), without the generation prompt:
     a chat's rendering is its messages' renderings then ``GENERATION_PROMPT``, which lets the
     KV router tokenize a conversation message by message and memoise each."""
-    if type(message) is dict and len(message) == 2:  # {"role", "content"}: the common shape
-        role, content = message.get("role"), message.get("content")
-        if type(role) is str and role and type(content) is str:
-            return f"<|{role}|>\n{content}\n"
     return "".join(text for text, _ in message_segments(message, strict=True))
 
 

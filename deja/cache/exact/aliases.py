@@ -64,15 +64,7 @@ class AliasedStore:
         answer = await self.store.get(key)
         if answer is None or answer.alias_of is None:
             return answer
-        return await self.resolve(key, answer)
-
-    async def resolve(self, key: str, record: CachedAnswer) -> CachedAnswer | None:
-        """The answer ``record`` (read under ``key`` from :attr:`store`) serves: itself, or an
-        alias's entry's. The exact-hit hot path reads :attr:`store` itself and calls this only
-        for an alias, saving a coroutine per hit."""
-        if record.alias_of is None:
-            return record
-        entry = await self.store.get(record.alias_of)
+        entry = await self.store.get(answer.alias_of)
         if entry is None or entry.alias_of is not None:
             return None
         return dataclasses.replace(entry, entry_id=key, alias_of=entry.entry_id)

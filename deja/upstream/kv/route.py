@@ -176,38 +176,30 @@ class KVRouting:
         """Replicas in score order, the resident tokens of the first, and why it is first
         (``resident``, ``home``: a pending placement, ``least_loaded``); ``ring`` is the
         prefix key's ring order (ties among equal scores follow it)."""
-        keys, loads_get = blocks.keys, loads.get
-        total = sum(loads_get(r.url, 0) for r in usable)
+        keys = blocks.keys
+        total = sum(loads.get(r.url, 0) for r in usable)
         weight = sum(r.weight for r in usable)
-        bounded = math.isfinite(epsilon)
-        scale = (1.0 + epsilon) * (total + 1) / weight if bounded else math.inf
-        per_token = 1.0 / max(blocks.prompt_tokens, 1)
-        share_per_block = blocks.block_size * per_token
-        index_of, backlog_of = self.index.get, self._backlog.get
+        scale = (1.0 + epsilon) * (total + 1) / weight if math.isfinite(epsilon) else math.inf
         floor = self.under_pressure(usable)
-        load_weight, kv_weight, min_capacity = self.load_weight, self.kv_weight, self.min_capacity
+        prompt = max(blocks.prompt_tokens, 1)
         scored: list[Scored] = []
         best_hit = 0
         for replica in usable:
-            url = replica.url
-            index = index_of(url)
+            index = self.index.get(replica.url)
             hit = index.match(keys) if index is not None else 0
-            best_hit = hit if hit > best_hit else best_hit
-            cap = math.ceil(scale * replica.weight - _CEIL_SLACK) if bounded else 0
+            best_hit = max(best_hit, hit)
+            cap = math.ceil(scale * replica.weight - _CEIL_SLACK) if math.isfinite(scale) else 0
             if cap and floor and blocks.mostly(hit):
                 # it holds most of the prompt: up to its batch, it runs the request at once
                 batch = max(replica.max_num_seqs or 0, replica.running_seen)
-                cap = max(cap, min_capacity, HOLDER_BATCHES * batch)
-            score = hit * share_per_block
-            load = loads_get(url, 0)
-            if load and cap:
-                score -= load_weight * load / cap
+                cap = max(cap, self.min_capacity, HOLDER_BATCHES * batch)
+            load = loads.get(replica.url, 0)
+            share = hit * blocks.block_size / prompt
             metrics = replica.metrics
-            if now - metrics.scraped_at <= stale_after:
-                score -= kv_weight * metrics.kv_cache_usage
-            backlog = backlog_of(url)
-            if backlog is not None:
-                score -= self._decayed(backlog, now) * per_token
+            kv = metrics.kv_cache_usage if now - metrics.scraped_at <= stale_after else 0.0
+            pressure = load / cap if cap else 0.0
+            backlog = self._backlog_at(replica.url, now) / prompt
+            score = share - backlog - self.load_weight * pressure - self.kv_weight * kv
             scored.append(Scored(replica, hit, cap, score))
         rank = {url: i for i, url in enumerate(ring)}
 
@@ -233,21 +225,18 @@ class KVRouting:
             self._pending[keys[-1]] = (url, now + PENDING_S)
         self.demand.add(url, keys, now)
         uncached = max(blocks.prompt_tokens - resident, 0)
-        backlog = self._backlog.get(url)
-        before = self._decayed(backlog, now) if backlog is not None else 0.0
-        self._backlog[url] = (before + uncached, now)
+        self._backlog[url] = (self._backlog_at(url, now) + uncached, now)
 
     def under_pressure(self, usable: Sequence[Replica]) -> bool:
         """Whether some replica's KV demand reaches ``PRESSURE_SHARE`` of its cache: its
         ``num_gpu_blocks`` from the scrape, else what its index held when it first evicted
         (a replica whose size is unknown and that never evicted is not under pressure)."""
-        demand, index_of = self.demand.of, self.index.get
         for replica in usable:
             capacity = replica.metrics.num_gpu_blocks
             if not capacity:
-                index = index_of(replica.url)
+                index = self.index.get(replica.url)
                 capacity = index.capacity if index is not None else None
-            if capacity and demand(replica.url) >= PRESSURE_SHARE * capacity:
+            if capacity and self.demand.of(replica.url) >= PRESSURE_SHARE * capacity:
                 return True
         return False
 
@@ -330,11 +319,9 @@ class KVRouting:
         ranked.insert(0, first)
         return True
 
-    @staticmethod
-    def _decayed(backlog: tuple[float, float], now: float) -> float:
-        """A replica's prefill backlog (tokens, when) as of ``now``."""
-        value, at = backlog
-        return value * math.exp((at - now) / PREFILL_DECAY_S) if now > at else value
+    def _backlog_at(self, url: str, now: float) -> float:
+        value, at = self._backlog.get(url, (0.0, now))
+        return value * math.exp(-(now - at) / PREFILL_DECAY_S) if now > at else value
 
     # ------------------------------------------------------------------ background
 
