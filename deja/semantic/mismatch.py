@@ -22,6 +22,7 @@ import unicodedata
 from collections import Counter
 from dataclasses import dataclass
 
+from deja.semantic import lexicon as lex
 from deja.semantic.antonyms import ANTONYM_FORMS, ANTONYMS
 
 # A number with its sign and decimals; a word, with the "++"/"#" of C++, C#, F#; any other
@@ -38,170 +39,12 @@ def tokens(text: str) -> list[str]:
     return [t for t in _TOKEN.findall(flat) if t not in _SOFT]
 
 
-# --- lexicons ---------------------------------------------------------------------------------
-
-_NUMBER_WORDS = {
-    w: str(i)
-    for i, ws in enumerate(
-        [
-            ("zero", "cero"),
-            ("one", "uno", "una", "un"),
-            ("two", "dos"),
-            ("three", "tres"),
-            ("four", "cuatro"),
-            ("five", "cinco"),
-            ("six", "seis"),
-            ("seven", "siete"),
-            ("eight", "ocho"),
-            ("nine", "nueve"),
-            ("ten", "diez"),
-            ("eleven", "once"),
-            ("twelve", "doce"),
-        ]
-    )
-    for w in ws
-}
-# "one"/"un"/"una" are mostly articles or pronouns ("which one", "un libro"): not numbers.
-for _w in ("one", "uno", "una", "un", "once"):
-    _NUMBER_WORDS.pop(_w)
-_NUMBER_WORDS.update({"dozen": "12", "docena": "12", "hundred": "100", "thousand": "1000"})
-
-_UNIT_GROUPS: dict[str, tuple[str, ...]] = {
-    "km": (
-        "km",
-        "kms",
-        "kilometer",
-        "kilometers",
-        "kilometre",
-        "kilometres",
-        "kilómetro",
-        "kilómetros",
-    ),
-    "mi": ("mile", "miles", "milla", "millas"),
-    "m": ("meter", "meters", "metre", "metres", "metro", "metros"),
-    "ft": ("ft", "foot", "feet", "pie", "pies"),
-    "in": ("inch", "inches", "pulgada", "pulgadas"),
-    "cm": ("cm", "centimeter", "centimeters", "centímetro", "centímetros"),
-    "mm": ("mm", "millimeter", "millimeters", "milímetro", "milímetros"),
-    "kg": ("kg", "kgs", "kilo", "kilos", "kilogram", "kilograms", "kilogramo", "kilogramos"),
-    "g": ("gram", "grams", "gramo", "gramos"),
-    "lb": ("lb", "lbs", "pound", "pounds", "libra", "libras"),
-    "c": ("celsius", "centigrade", "centígrados"),
-    "f": ("fahrenheit",),
-    "gb": ("gb", "gigabyte", "gigabytes"),
-    "mb": ("mb", "megabyte", "megabytes"),
-    "tb": ("tb", "terabyte", "terabytes"),
-    "l": ("liter", "liters", "litre", "litres", "litro", "litros"),
-    "gal": ("gallon", "gallons", "galón", "galones"),
-    "s": ("second", "seconds", "segundo", "segundos", "sec", "secs"),
-    "min": ("minute", "minutes", "minuto", "minutos", "mins"),
-    "h": ("hour", "hours", "hora", "horas", "hr", "hrs"),
-    "day": ("day", "days", "día", "días"),
-    "week": ("week", "weeks", "semana", "semanas"),
-    "month": ("month", "months", "mes", "meses"),
-    "year": ("year", "years", "año", "años"),
-    "usd": ("$", "usd", "dollar", "dollars", "dólar", "dólares"),
-    "eur": ("€", "eur", "euro", "euros"),
-    "gbp": ("£", "gbp"),
-    "inr": ("₹", "inr", "rupee", "rupees", "rs"),
-    "pct": ("%", "percent", "percentage", "por", "ciento"),
-    "mph": ("mph",),
-    "kmh": ("kmh", "kph"),
-    "cal": ("calorie", "calories", "caloría", "calorías", "kcal"),
-}
-_UNITS = {w: u for u, ws in _UNIT_GROUPS.items() for w in ws}
-# Words that are units only next to a number ("a second opinion", "por favor", "in time").
-_UNIT_NEEDS_NUMBER = frozenset(
-    {
-        "second",
-        "segundo",
-        "por",
-        "ciento",
-        "in",
-        "m",
-        "s",
-        "g",
-        "l",
-        "c",
-        "f",
-        "min",
-        "h",
-        "pie",
-        "pies",
-        "day",
-        "week",
-        "month",
-        "year",
-        "día",
-        "semana",
-        "mes",
-        "año",
-        "hora",
-    }
-)
-_ORDINALS = {
-    **dict.fromkeys(("first", "1st", "primero", "primera", "primer"), "1"),
-    **dict.fromkeys(("second", "2nd", "segunda"), "2"),
-    **dict.fromkeys(("third", "3rd", "tercero", "tercera", "tercer"), "3"),
-    **dict.fromkeys(("fourth", "4th", "cuarto", "cuarta"), "4"),
-    **dict.fromkeys(("fifth", "5th", "quinto", "quinta"), "5"),
-    **dict.fromkeys(("last", "último", "última", "final"), "last"),
-    **dict.fromkeys(("next", "próximo", "próxima", "siguiente"), "next"),
-    **dict.fromkeys(("previous", "anterior"), "previous"),
-}
-#: Words whose suffix symbol names another thing (three languages: C, C++, C#).
-_CODE_WORDS = frozenset({"c", "c++", "c#", "f#", "j#", "g++", "x++", "a+", "b+"})
 #: Operators standing alone ("x == y", "a ^ b"), and symbols that change a question anywhere.
 _OPERATOR = re.compile(r"(?<!\S)(?:[-+*/^=<>!&|~%]+|\*\*)(?!\S)")
 _ANYWHERE = frozenset("%@#$€£^=<>~&|")
-_NEGATIONS = frozenset(
-    {
-        "not",
-        "no",
-        "never",
-        "without",
-        "none",
-        "nothing",
-        "nobody",
-        "nunca",
-        "sin",
-        "ni",
-        "nada",
-        "nadie",
-        "jamás",
-        "neither",
-        "nor",
-    }
-)
 _NEGATED_AUX = re.compile(r"n't\b|n’t\b|\bcannot\b", re.I)
 
 _ANT = {x: y for a, b in (*ANTONYMS, *ANTONYM_FORMS) for x, y in ((a, b), (b, a))}
-# Words that make word order meaningless ("difference between X and Y" = "… Y and X").
-_SYMMETRIC = frozenset(
-    {
-        "between",
-        "entre",
-        "and",
-        "or",
-        "y",
-        "o",
-        "vs",
-        "versus",
-        "compare",
-        "comparison",
-        "difference",
-        "diferencia",
-        "comparar",
-        "both",
-    }
-)
-_STOP_WORDS = (
-    "a an the is are was were be do does did i my me you your it its of in on at for to and or "
-    "how what which who why when where can could should would will with this that there as by "
-    "from about into than if so we our they their he she his her el la los las un una de del "
-    "en y o que es son por para con se mi tu cómo qué cuál cuándo dónde hay lo al"
-)
-_STOP = frozenset(_STOP_WORDS.split())
 
 
 #: The mismatch kinds a decision may veto on, in bit order of :meth:`Signals.mask`.
@@ -246,29 +89,57 @@ def _numbers(toks: list[str]) -> Counter[str]:
     for t in toks:
         if any(c.isdigit() for c in t):  # "15", "-5", "3.5", "v2", "ios14", "5km"
             out[t.lstrip("+").replace(",", ".")] += 1
-        elif t in _NUMBER_WORDS:
-            out[_NUMBER_WORDS[t]] += 1
+        elif t in lex.NUMBER_WORDS:
+            out[lex.NUMBER_WORDS[t]] += 1
     return out
 
 
-def _units(toks: list[str]) -> set[str]:
+def _units(toks: list[str]) -> tuple[set[str], bool]:
+    """The units named, and whether one of them measures a number ("5 km", "5km")."""
     found: set[str] = set()
+    measured = False
     for i, t in enumerate(toks):
-        unit = _UNITS.get(t)
+        unit = lex.UNITS.get(t)
         if unit is None:
             # "5km", "3gb": a unit glued to its number is split off by the tokenizer only
             # sometimes ("5km" is one \w+ token): look at letters after digits
             m = re.fullmatch(r"\d+(?:[.,]\d+)?([a-z]{1,3})", t)
-            unit = _UNITS.get(m.group(1)) if m else None
+            unit = lex.UNITS.get(m.group(1)) if m else None
             if unit is not None:
                 found.add(unit)
+                measured = True
             continue
-        if t in _UNIT_NEEDS_NUMBER:
-            prev = toks[i - 1] if i else ""
-            if not (prev[:1].isdigit() or prev in _NUMBER_WORDS):
-                continue
+        prev = toks[i - 1] if i else ""
+        after_number = prev[:1].isdigit() or prev in lex.NUMBER_WORDS
+        if t in lex.UNIT_NEEDS_NUMBER and not after_number:
+            continue
         found.add(unit)
-    return found
+        measured = measured or after_number
+    return found, measured
+
+
+def _unit_mismatch(qa: list[str], qb: list[str]) -> bool:
+    """Two different units, or a measured quantity on one side only. A bare unit word against
+    none ("how long" / "how many minutes") is wording, not another question."""
+    (ua, ma), (ub, mb) = _units(qa), _units(qb)
+    if ua == ub:
+        return False
+    if ua and ub:
+        return True
+    return ma or mb
+
+
+def _ordinals(toks: list[str]) -> set[str]:
+    out = set()
+    for i, t in enumerate(toks):
+        rank = lex.ORDINALS.get(t)
+        if rank is None:
+            continue
+        prev, nxt = toks[i - 1] if i else "", toks[i + 1] if i + 1 < len(toks) else ""
+        if prev in lex.NOT_ORDINAL_AFTER.get(t, ()) or (t == "last" and nxt in lex.LAST_VERB_AFTER):
+            continue
+        out.add(rank)
+    return out
 
 
 def _entities(text: str) -> set[str]:
@@ -279,7 +150,9 @@ def _entities(text: str) -> set[str]:
         word = m.group(0).rstrip(".'-")
         before = flat[: m.start()].rstrip(" \"'“‘(")
         at_start = not before or before[-1] in ".?!¿¡:"
-        cap = word[:1].isupper() and word.lower() not in _STOP and word != "I"
+        if len(word) > 2 and word.endswith("s") and word[:-1].isupper():
+            word = word[:-1]  # "PDFs", "APIs": the acronym's plural
+        cap = word[:1].isupper() and word.lower() not in lex.STOP and word != "I"
         code = any(c in word for c in "+#") or (word.isupper() and len(word) > 1)
         if (cap and not at_start) or code:
             out.add(word.casefold())
@@ -289,11 +162,36 @@ def _entities(text: str) -> set[str]:
 def _symbols(text: str, toks: set[str]) -> set[str]:
     flat = unicodedata.normalize("NFKC", text)
     found = set(_OPERATOR.findall(flat)) | (set(flat) & _ANYWHERE)
-    return found | (toks & _CODE_WORDS)
+    return found | (toks & lex.CODE_WORDS)
 
 
 def _negations(text: str, toks: list[str]) -> int:
-    return sum(t in _NEGATIONS for t in toks) + len(_NEGATED_AUX.findall(text))
+    return sum(t in lex.NEGATIONS for t in toks) + len(_NEGATED_AUX.findall(text))
+
+
+def _stem(t: str) -> str:
+    """A crude stem that joins number and gender forms ("caro"/"cara", "cats"/"cat"), so that a
+    swap which changes an adjective's agreement ("¿Es el oro más caro que la plata?" / "¿Es la
+    plata más cara que el oro?") still reads as the same words reordered."""
+    if len(t) > 3 and t.isalpha():
+        t = t[:-1] if t.endswith("s") else t
+        t = t[:-1] if len(t) > 3 and t[-1] in "ao" else t
+    return t
+
+
+def _reordered(qa: list[str], qb: list[str], sa: set[str]) -> bool:
+    """The same words (up to articles and agreement) in another order, outside a symmetric
+    "between X and Y"."""
+    if sa & lex.SYMMETRIC:
+        return False
+    if Counter(qa) != Counter(qb):
+        sta = [_stem(t) for t in qa if t not in lex.ARTICLES]
+        stb = [_stem(t) for t in qb if t not in lex.ARTICLES]
+        if Counter(sta) != Counter(stb):
+            return False
+    content_a = [_stem(t) for t in qa if t not in lex.STOP]
+    content_b = [_stem(t) for t in qb if t not in lex.STOP]
+    return content_a != content_b
 
 
 _NEG_PREFIXES = ("un", "dis", "des", "non", "in", "im")
@@ -316,19 +214,15 @@ def compare(query: str, cached: str) -> Signals:
     qa, qb = tokens(query), tokens(cached)
     sa, sb = set(qa), set(qb)
     number = _numbers(qa) != _numbers(qb)
-    unit = _units(qa) != _units(qb)
-    ordinal = {_ORDINALS[t] for t in qa if t in _ORDINALS} != {
-        _ORDINALS[t] for t in qb if t in _ORDINALS
-    }
+    unit = _unit_mismatch(qa, qb)
+    ordinal = _ordinals(qa) != _ordinals(qb)
     symbol = _symbols(query, sa) != _symbols(cached, sb)
     ea, eb = _entities(query), _entities(cached)
     only_a = {e for e in ea - eb if e not in sb}
     only_b = {e for e in eb - ea if e not in sa}
     entity = bool(only_a) and bool(only_b)
     antonym = _opposed(sa, sb) or _opposed(sb, sa)
-    content_a = [t for t in qa if t not in _STOP]
-    content_b = [t for t in qb if t not in _STOP]
-    reordered = Counter(qa) == Counter(qb) and content_a != content_b and not (sa & _SYMMETRIC)
+    reordered = _reordered(qa, qb, sa)
     negation = (_negations(query, qa) > 0) != (_negations(cached, qb) > 0)
     return Signals(
         number=number,

@@ -59,6 +59,16 @@ def test_same_words_still_ignores_case_and_sentence_punctuation() -> None:
         ("How do I increase my score?", "How do I decrease my score?", "antonym"),
         ("¿Cómo activo el bluetooth?", "¿Cómo desactivo el bluetooth?", "antonym"),
         ("Trains from Porto to Faro?", "Trains from Faro to Porto?", "reordered"),
+        (
+            "¿Es el vino más caro que la cerveza?",
+            "¿Es la cerveza más cara que el vino?",
+            "reordered",
+        ),
+        ("How many km is it to Lyon?", "How many miles is it to Lyon?", "unit"),
+        ("Is 20 minutes enough to boil rice?", "Is it enough to boil rice?", "unit"),
+        ("Who was the last emperor of Rome?", "Who was the first emperor of Rome?", "ordinal"),
+        ("¿Cuándo es la próxima clase?", "¿Cuándo es la clase?", "ordinal"),
+        ("Can I print two pages per sheet?", "Can I print four pages per sheet?", "number"),
     ],
 )
 def test_hard_mismatch_kinds(a: str, b: str, kind: str) -> None:
@@ -74,6 +84,14 @@ def test_hard_mismatch_kinds(a: str, b: str, kind: str) -> None:
         ("Where is paris?", "Where is Paris?"),
         ("How do I learn Python fast?", "What is the quickest way to learn Python?"),
         ("¿Dónde está la estación?", "¿Dónde queda la estación?"),
+        # a bare unit word against none is wording; a measured quantity is not
+        ("How long should I steep green tea?", "How many minutes should green tea steep?"),
+        ("¿Cuánto dura el viaje?", "¿Cuántas horas dura el viaje?"),
+        # an acronym's plural, "last" the verb, "más próxima" (nearest), "double" = two
+        ("Can I edit JPG files online?", "Can I edit JPGs online?"),
+        ("How can I make my phone battery last longer?", "How do I save phone battery?"),
+        ("¿Cuál es la farmacia más próxima?", "¿Dónde hay una farmacia cerca?"),
+        ("How do I print double-sided?", "How do I print on two sides?"),
     ],
 )
 def test_paraphrases_have_no_hard_mismatch(a: str, b: str) -> None:

@@ -1,0 +1,175 @@
+"""Word lists for the surface checks of :mod:`deja.semantic.mismatch`, English and Spanish:
+number words, units, ordinals, negations, words that make order meaningless, stop words.
+Kept apart because they are data, not logic (as :mod:`deja.semantic.antonyms`)."""
+
+from __future__ import annotations
+
+NUMBER_WORDS = {
+    w: str(i)
+    for i, ws in enumerate(
+        [
+            ("zero", "cero"),
+            ("one", "uno", "una", "un"),
+            ("two", "dos"),
+            ("three", "tres"),
+            ("four", "cuatro"),
+            ("five", "cinco"),
+            ("six", "seis"),
+            ("seven", "siete"),
+            ("eight", "ocho"),
+            ("nine", "nueve"),
+            ("ten", "diez"),
+            ("eleven", "once"),
+            ("twelve", "doce"),
+        ]
+    )
+    for w in ws
+}
+# "one"/"un"/"una" are mostly articles or pronouns ("which one", "un libro"): not numbers.
+for _w in ("one", "uno", "una", "un", "once"):
+    NUMBER_WORDS.pop(_w)
+NUMBER_WORDS.update({"dozen": "12", "docena": "12", "hundred": "100", "thousand": "1000"})
+# "double-sided" is "two sides", "doble cara" is "dos caras".
+NUMBER_WORDS.update(dict.fromkeys(("double", "doble", "twice"), "2"))
+
+UNIT_GROUPS: dict[str, tuple[str, ...]] = {
+    "km": (
+        "km",
+        "kms",
+        "kilometer",
+        "kilometers",
+        "kilometre",
+        "kilometres",
+        "kilómetro",
+        "kilómetros",
+    ),
+    "mi": ("mile", "miles", "milla", "millas"),
+    "m": ("meter", "meters", "metre", "metres", "metro", "metros"),
+    "ft": ("ft", "foot", "feet", "pie", "pies"),
+    "in": ("inch", "inches", "pulgada", "pulgadas"),
+    "cm": ("cm", "centimeter", "centimeters", "centímetro", "centímetros"),
+    "mm": ("mm", "millimeter", "millimeters", "milímetro", "milímetros"),
+    "kg": ("kg", "kgs", "kilo", "kilos", "kilogram", "kilograms", "kilogramo", "kilogramos"),
+    "g": ("gram", "grams", "gramo", "gramos"),
+    "lb": ("lb", "lbs", "pound", "pounds", "libra", "libras"),
+    "c": ("celsius", "centigrade", "centígrados"),
+    "f": ("fahrenheit",),
+    "gb": ("gb", "gigabyte", "gigabytes"),
+    "mb": ("mb", "megabyte", "megabytes"),
+    "tb": ("tb", "terabyte", "terabytes"),
+    "l": ("liter", "liters", "litre", "litres", "litro", "litros"),
+    "gal": ("gallon", "gallons", "galón", "galones"),
+    "s": ("second", "seconds", "segundo", "segundos", "sec", "secs"),
+    "min": ("minute", "minutes", "minuto", "minutos", "mins"),
+    "h": ("hour", "hours", "hora", "horas", "hr", "hrs"),
+    "day": ("day", "days", "día", "días"),
+    "week": ("week", "weeks", "semana", "semanas"),
+    "month": ("month", "months", "mes", "meses"),
+    "year": ("year", "years", "año", "años"),
+    "usd": ("$", "usd", "dollar", "dollars", "dólar", "dólares"),
+    "eur": ("€", "eur", "euro", "euros"),
+    "gbp": ("£", "gbp"),
+    "inr": ("₹", "inr", "rupee", "rupees", "rs"),
+    "pct": ("%", "percent", "percentage", "por", "ciento"),
+    "mph": ("mph",),
+    "kmh": ("kmh", "kph"),
+    "cal": ("calorie", "calories", "caloría", "calorías", "kcal"),
+}
+UNITS = {w: u for u, ws in UNIT_GROUPS.items() for w in ws}
+# Words that are units only next to a number ("a second opinion", "por favor", "in time").
+UNIT_NEEDS_NUMBER = frozenset(
+    {
+        "second",
+        "segundo",
+        "por",
+        "ciento",
+        "in",
+        "m",
+        "s",
+        "g",
+        "l",
+        "c",
+        "f",
+        "min",
+        "h",
+        "pie",
+        "pies",
+        "day",
+        "week",
+        "month",
+        "year",
+        "día",
+        "semana",
+        "mes",
+        "año",
+        "hora",
+    }
+)
+ORDINALS = {
+    **dict.fromkeys(("first", "1st", "primero", "primera", "primer"), "1"),
+    **dict.fromkeys(("second", "2nd", "segunda"), "2"),
+    **dict.fromkeys(("third", "3rd", "tercero", "tercera", "tercer"), "3"),
+    **dict.fromkeys(("fourth", "4th", "cuarto", "cuarta"), "4"),
+    **dict.fromkeys(("fifth", "5th", "quinto", "quinta"), "5"),
+    **dict.fromkeys(("last", "último", "última", "final"), "last"),
+    **dict.fromkeys(("next", "próximo", "próxima", "siguiente"), "next"),
+    **dict.fromkeys(("previous", "anterior"), "previous"),
+}
+# "last" is a verb before these words or after these ("make it last longer", "will it last"),
+# and "más próxima" is "nearest", not "next".
+LAST_VERB_AFTER = frozenset({"longer", "long", "forever", "for", "until", "through", "beyond"})
+LAST_VERB_BEFORE = frozenset(
+    {"to", "will", "would", "can", "could", "does", "do", "did", "should", "it", "they"}
+)
+NOT_ORDINAL_AFTER = {"last": LAST_VERB_BEFORE, "próximo": {"más"}, "próxima": {"más"}}
+#: Words whose suffix symbol names another thing (three languages: C, C++, C#).
+CODE_WORDS = frozenset({"c", "c++", "c#", "f#", "j#", "g++", "x++", "a+", "b+"})
+NEGATIONS = frozenset(
+    {
+        "not",
+        "no",
+        "never",
+        "without",
+        "none",
+        "nothing",
+        "nobody",
+        "nunca",
+        "sin",
+        "ni",
+        "nada",
+        "nadie",
+        "jamás",
+        "neither",
+        "nor",
+    }
+)
+# Words that make word order meaningless ("difference between X and Y" = "… Y and X").
+SYMMETRIC = frozenset(
+    {
+        "between",
+        "entre",
+        "and",
+        "or",
+        "y",
+        "o",
+        "vs",
+        "versus",
+        "compare",
+        "comparison",
+        "difference",
+        "diferencia",
+        "comparar",
+        "both",
+    }
+)
+STOP_WORDS = (
+    "a an the is are was were be do does did i my me you your it its of in on at for to and or "
+    "how what which who why when where can could should would will with this that there as by "
+    "from about into than if so we our they their he she his her el la los las un una de del "
+    "en y o que es son por para con se mi tu cómo qué cuál cuándo dónde hay lo al"
+)
+STOP = frozenset(STOP_WORDS.split())
+#: Dropped when two questions' words are compared for a reordering.
+ARTICLES = frozenset(
+    {"el", "la", "los", "las", "lo", "un", "una", "unos", "unas", "the", "a", "an"}
+)
