@@ -15,7 +15,7 @@ from __future__ import annotations
 import gzip
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -154,10 +154,31 @@ class CacheRun:
     #: mismatch features [n, k, 2] (``Signals.features``).
     hard: Array | None = None
     feats: Array | None = None
+    #: Per query row: its weight in labelled precision (None: every row 1). Set by
+    #: :func:`at_duplicate_share` to read a split as if its duplicate share were another.
+    weight: Array | None = None
 
     @property
     def n(self) -> int:
         return int(self.cand.shape[0])
+
+    def row_weights(self) -> npt.NDArray[np.float64]:
+        if self.weight is None:
+            return np.ones(self.n, dtype=np.float64)
+        return np.asarray(self.weight, dtype=np.float64)
+
+
+def at_duplicate_share(run: CacheRun, share: float) -> CacheRun:
+    """``run`` with its rows weighted so that duplicate rows make up ``share`` of the total
+    weight (a prior-shift correction): labelled precision then reads as on traffic with that
+    share of duplicates. The hit rate, a share of the duplicate rows, is unchanged."""
+    if not 0.0 < share < 1.0:
+        raise ValueError(f"duplicate share must be in (0, 1), got {share}")
+    base = float(run.duplicate.mean())
+    if not 0.0 < base < 1.0:
+        raise ValueError("a run needs duplicate and non-duplicate rows to be reweighted")
+    w = np.where(run.duplicate, share / base, (1.0 - share) / (1.0 - base))
+    return replace(run, weight=w)
 
 
 def _label(row: PairRow, text: str, own: bool) -> tuple[int, bool]:
@@ -352,19 +373,25 @@ def outcomes(run: CacheRun, sv: Served) -> tuple[Array, Array, Array]:
 
 
 def metrics_at(run: CacheRun, sv: Served, tau: float) -> dict[str, float]:
-    """Labelled precision, duplicate hit rate and counts when serving scores >= ``tau``."""
+    """Labelled precision (weighted by the run's row weights, if any), duplicate hit rate and
+    counts when serving scores >= ``tau``."""
     labelled, right, has = outcomes(run, sv)
     hit = has & (sv.score >= tau)
     lab = hit & labelled
     ok = hit & right
     n_lab = int(lab.sum())
+    w = run.row_weights()
+    w_lab = float(w[lab].sum())
     dup_hits = int((ok & run.duplicate & labelled).sum())
-    return {
+    out = {
         "tau": float(tau),
         "hits": int(hit.sum()),
         "labelled": n_lab,
         "right": int(ok.sum()),
         "unjudged": int((hit & ~labelled).sum()),
-        "precision": ok.sum() / n_lab if n_lab else float("nan"),
+        "precision": float(w[ok & lab].sum()) / w_lab if n_lab else float("nan"),
         "hit_rate": dup_hits / max(1, int(run.duplicate.sum())),
     }
+    if run.weight is not None:
+        out["effective_labelled"] = w_lab**2 / float((w[lab] ** 2).sum()) if n_lab else 0.0
+    return out

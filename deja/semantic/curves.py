@@ -33,20 +33,26 @@ from deja.semantic.calibration import (
 MAX_TOKENS = 64
 
 
-def pav(y: Array) -> Array:
-    """Isotonic (non-decreasing) least-squares fit of ``y`` (pool-adjacent-violators)."""
+def pav(y: Array, weights: Array | None = None) -> Array:
+    """Isotonic (non-decreasing) weighted least-squares fit of ``y``
+    (pool-adjacent-violators); every weight 1 without ``weights``."""
+    ws = np.ones(len(y)) if weights is None else np.asarray(weights, dtype=np.float64)
     vals: list[float] = []
-    wts: list[int] = []
-    for v in y.astype(np.float64):
+    wts: list[float] = []
+    sizes: list[int] = []
+    for v, wt in zip(y.astype(np.float64), ws, strict=True):
         vals.append(float(v))
-        wts.append(1)
+        wts.append(float(wt))
+        sizes.append(1)
         while len(vals) > 1 and vals[-2] > vals[-1]:
             w = wts[-2] + wts[-1]
             vals[-2] = (vals[-2] * wts[-2] + vals[-1] * wts[-1]) / w
             wts[-2] = w
+            sizes[-2] += sizes[-1]
             vals.pop()
             wts.pop()
-    return np.repeat(np.array(vals), np.array(wts))
+            sizes.pop()
+    return np.repeat(np.array(vals), np.array(sizes, dtype=np.int64))
 
 
 @dataclass
@@ -61,44 +67,55 @@ class Curve:
     hit_rate: Array
     labelled: Array
     unjudged: Array
+    #: Kish's effective number of labelled hits, (Σw)² / Σw², under the run's row weights
+    #: (equal to ``labelled`` without weights): the n of the precision's interval.
+    effective: Array
 
 
 def curve(run: CacheRun, sv: Served) -> Curve:
     labelled, right, has = outcomes(run, sv)
+    weight = run.row_weights()
     m = has & np.isfinite(sv.score)
     sc = sv.score[m]
-    lab, ok, dup = labelled[m], right[m], (right & run.duplicate & labelled)[m]
+    lab, ok, dup, w = labelled[m], right[m], (right & run.duplicate & labelled)[m], weight[m]
     order = np.argsort(-sc, kind="stable")
-    sc, lab, ok, dup = sc[order], lab[order], ok[order], dup[order]
+    sc, lab, ok, dup, w = sc[order], lab[order], ok[order], dup[order], w[order]
     # always-served (score +inf) hits count at every tau
     inf = ~np.isfinite(sv.score) & has & (sv.score > 0)
-    base_lab, base_ok = int(labelled[inf].sum()), int(right[inf].sum())
+    base_lab = float(weight[labelled & inf].sum())
+    base_ok = float(weight[right & inf].sum())
+    base_sq = float((weight[labelled & inf] ** 2).sum())
+    base_n = int(labelled[inf].sum())
     base_dup = int((right & run.duplicate & labelled)[inf].sum())
     iso = np.zeros(len(sc))
     lab_idx = np.flatnonzero(lab)
     if len(lab_idx):
         # isotonic in ascending score -> reverse order
-        iso_lab = pav(ok[lab_idx][::-1].astype(np.float64))[::-1]
-        iso[lab_idx] = iso_lab
-    c_lab = np.cumsum(lab) + base_lab
-    c_ok = np.cumsum(ok) + base_ok
-    c_iso = np.cumsum(iso) + base_ok
+        rev = lab_idx[::-1]
+        iso[lab_idx] = pav(ok[rev].astype(np.float64), w[rev])[::-1]
+    w_lab = np.where(lab, w, 0.0)
+    c_lab = np.cumsum(w_lab) + base_lab
+    c_sq = np.cumsum(w_lab**2) + base_sq
+    c_n = np.cumsum(lab) + base_n
+    c_ok = np.cumsum(np.where(ok, w, 0.0)) + base_ok
+    c_iso = np.cumsum(iso * w_lab) + base_ok
     c_dup = np.cumsum(dup) + base_dup
     c_unj = np.cumsum(~lab) + int((inf & ~labelled).sum())
     # keep the last index of each distinct score (serving is score >= tau)
-    last = np.r_[sc[1:] != sc[:-1], True] if len(sc) else np.zeros(0, dtype=bool)
+    sel = np.r_[sc[1:] != sc[:-1], True] if len(sc) else np.zeros(0, dtype=bool)
     with np.errstate(invalid="ignore", divide="ignore"):
-        prec = np.where(c_lab > 0, c_ok / np.maximum(c_lab, 1), np.nan)
-        sm = np.where(c_lab > 0, c_iso / np.maximum(c_lab, 1), np.nan)
+        prec = np.where(c_n > 0, c_ok / np.maximum(c_lab, 1e-300), np.nan)
+        sm = np.where(c_n > 0, c_iso / np.maximum(c_lab, 1e-300), np.nan)
+        eff = np.where(c_n > 0, c_lab**2 / np.maximum(c_sq, 1e-300), 0.0)
     nd = max(1, int(run.duplicate.sum()))
-    sel = last
     return Curve(
         sc[sel][::-1],
         prec[sel][::-1],
         sm[sel][::-1],
         (c_dup[sel] / nd)[::-1],
-        c_lab[sel][::-1],
+        c_n[sel][::-1],
         c_unj[sel][::-1],
+        eff[sel][::-1],
     )
 
 
@@ -140,8 +157,8 @@ def tau_for_bound(cv: Curve, target: float, z: float, min_labelled: int = 30) ->
     """Smallest tau at which the one-sided Wilson lower bound (quantile ``z``) of the labelled
     precision of all hits served at or above tau reaches ``target``; None when none does."""
     for i in range(len(cv.tau)):  # ascending tau: the first that passes serves the most
-        n = float(cv.labelled[i])
-        if n < min_labelled or not np.isfinite(cv.precision[i]):
+        n = float(cv.effective[i])
+        if cv.labelled[i] < min_labelled or not np.isfinite(cv.precision[i]):
             continue
         if wilson(float(cv.precision[i]) * n, n, z)[0] >= target - 1e-12:
             return float(cv.tau[i])
@@ -175,7 +192,8 @@ def build_table(
             table.append({"precision": t, "tau": None, "hit_rate": 0.0, "interval": None})
             continue
         m = metrics_at(run, sv, tau)
-        lo, hi = wilson(float(m["right"]), float(m["labelled"]), 1.96)
+        n = float(m.get("effective_labelled", m["labelled"]))
+        lo, hi = wilson(float(m["precision"]) * n, n, 1.96)
         table.append(
             {
                 "precision": t,

@@ -159,3 +159,52 @@ def test_vetoed_candidates_are_never_served() -> None:
     run.hard[:50, 0] = kinds_mask(("number",))
     sv = serve(run, Decision("verifier", vetoes=("number",)), 0.5)
     assert np.all(sv.score[:50] == 0.0) and np.all(sv.score[50:] > 0.99)
+
+
+def _run_with_share(n: int, share: float, seed: int) -> CacheRun:
+    """One own-``a`` candidate per query; duplicates score higher; ``share`` are duplicates."""
+    rng = np.random.default_rng(seed)
+    dup = rng.random(n) < share
+    lg = np.where(dup, rng.normal(2.0, 1.5, n), rng.normal(-1.0, 1.5, n))
+    return CacheRun(
+        index_texts=[f"q{i}" for i in range(n)],
+        cand=np.arange(n).reshape(n, 1),
+        cos=np.full((n, 1), 0.9),
+        logit=lg.reshape(n, 1),
+        kind=np.ones((n, 1), dtype=np.int8),
+        right=dup.reshape(n, 1),
+        duplicate=dup,
+        k=1,
+        floor=0.5,
+    )
+
+
+def test_a_split_read_at_another_duplicate_share_measures_like_traffic_with_that_share() -> None:
+    from deja.semantic.calibration import at_duplicate_share
+
+    fit = _run_with_share(20000, 0.30, seed=5)
+    other = _run_with_share(20000, 0.40, seed=6)
+    dec = Decision("verifier")
+    shifted = at_duplicate_share(fit, 0.40)
+    for tau in (0.5, 0.8, 0.9):
+        raw = metrics_at(fit, serve(fit, dec, 0.5), tau)
+        moved = metrics_at(shifted, serve(shifted, dec, 0.5), tau)
+        truth = metrics_at(other, serve(other, dec, 0.5), tau)
+        assert moved["precision"] > raw["precision"]  # more duplicates: fewer wrong hits
+        assert moved["precision"] == pytest.approx(truth["precision"], abs=0.01)
+        assert moved["hit_rate"] == raw["hit_rate"]  # a share of the duplicate rows
+        assert 0 < moved["effective_labelled"] < moved["labelled"]
+    # the table built at the higher share cuts lower, and its interval is a weighted one
+    sv_raw, sv_moved = serve(fit, dec, 0.5), serve(shifted, dec, 0.5)
+    t_raw = build_table(fit, sv_raw, (0.9,), min_labelled=30, z=1.645)[0]
+    t_moved = build_table(shifted, sv_moved, (0.9,), min_labelled=30, z=1.645)[0]
+    assert t_moved["tau"] < t_raw["tau"]
+    lo, hi = t_moved["interval"]
+    assert lo <= t_moved["measured_precision"] <= hi
+    with pytest.raises(ValueError, match="duplicate share"):
+        at_duplicate_share(fit, 1.0)
+
+
+def test_weighted_pav_pools_by_weight() -> None:
+    out = pav(np.array([1.0, 0.0]), np.array([1.0, 3.0]))
+    assert out == pytest.approx([0.25, 0.25])
