@@ -85,6 +85,13 @@ def main(argv: list[str] | None = None) -> int:
         help="stop (and save final.pt, marked partial) after this many minutes",
     )
     ap.add_argument("--head", choices=("pooler", "cls"), default="pooler")
+    ap.add_argument(
+        "--init",
+        type=Path,
+        default=None,
+        help="start from this checkpoint's weights (a final.pt) instead of the base model: "
+        "more epochs with a fresh schedule",
+    )
     ap.add_argument("--seed", type=int, default=SEED)
     ap.add_argument("--max-tokens", type=int, default=MAX_TOKENS)
     ap.add_argument(
@@ -119,6 +126,8 @@ def main(argv: list[str] | None = None) -> int:
     warm = max(1, int(steps * args.warmup))
 
     model = build(pretrained=True, head=args.head)
+    if args.init is not None:
+        model.load_state_dict(torch.load(args.init, map_location="cpu", weights_only=True)["model"])
     model.train()
     if args.freeze_layers >= 0:
         frozen = [model.bert.embeddings, *model.bert.encoder.layer[: args.freeze_layers]]
@@ -165,6 +174,7 @@ def main(argv: list[str] | None = None) -> int:
         "max_tokens": args.max_tokens,
         "head_input": args.head,
         "freeze_layers": args.freeze_layers,
+        "init": str(args.init) if args.init else "base model",
         "head": "dropout 0.1 + linear on "
         + ("BERT pooler output (tanh dense on [CLS])" if args.head == "pooler" else "[CLS]"),
     }
