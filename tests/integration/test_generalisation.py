@@ -48,13 +48,9 @@ def test_the_set_is_balanced_and_bilingual() -> None:
     assert all(bool(r["duplicate"]) == (r["kind"] == "paraphrase") for r in rows)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 20, not met by the shipped model: at 0.92 it serves 24 of 105 paraphrases and "
-    "1 of 107 close-but-different pairs (a Spanish role swap whose adjective changes gender); "
-    "strict, so a model that passes the bar turns this into a failure until the mark is removed",
-)
-async def test_shipped_decision_serves_paraphrases_and_no_close_but_different_pair() -> None:
+@pytest.fixture(scope="module")
+async def decided() -> list[tuple[dict[str, object], bool]]:
+    """Every row of the set with whether the shipped decision serves it at the default target."""
     rows = load_set()
     table = load_table(SHIPPED_DIR / CALIBRATION_FILE)
     tau = table.tau(CacheSettings.model_fields["semantic_precision"].default)
@@ -78,12 +74,25 @@ async def test_shipped_decision_serves_paraphrases_and_no_close_but_different_pa
     finally:
         await verifier.close()
         await embedder.close()
-    wrong = [
-        (r["kind"], r["a"], r["b"])
-        for r, s in zip(rows, served, strict=True)
-        if s and not r["duplicate"]
-    ]
-    paraphrases = [s for r, s in zip(rows, served, strict=True) if r["duplicate"]]
-    share = sum(paraphrases) / len(paraphrases)
+    return list(zip(rows, served, strict=True))
+
+
+def test_no_close_but_different_pair_is_served(
+    decided: list[tuple[dict[str, object], bool]],
+) -> None:
+    wrong = [(r["kind"], r["a"], r["b"]) for r, s in decided if s and not r["duplicate"]]
     assert wrong == [], f"close-but-different pairs served: {wrong}"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 20, not met by the shipped model: at 0.92 it serves 24 of 105 everyday "
+    "paraphrases; strict, so a model that passes the bar turns this into a failure until the "
+    "mark is removed",
+)
+def test_most_everyday_paraphrases_are_served(
+    decided: list[tuple[dict[str, object], bool]],
+) -> None:
+    paraphrases = [s for r, s in decided if r["duplicate"]]
+    share = sum(paraphrases) / len(paraphrases)
     assert share >= 0.60, f"only {share:.0%} of the everyday paraphrases served"
