@@ -282,17 +282,20 @@ class Decision:
         }
 
 
-def fit_logistic(X: Array, y: Array, l2: float = 1e-3, iters: int = 50) -> Array:
-    """L2-regularised logistic regression by Newton's method; X gets a bias column appended.
-    Returns weights [d + 1] (last = bias)."""
+def fit_logistic(
+    X: Array, y: Array, l2: float = 1e-3, iters: int = 50, sample_weight: Array | None = None
+) -> Array:
+    """L2-regularised logistic regression by Newton's method; X gets a bias column appended,
+    each row counts ``sample_weight`` (1 by default). Returns weights [d + 1] (last = bias)."""
     Xb = np.hstack([X, np.ones((X.shape[0], 1))])
+    sw = np.ones(len(y)) if sample_weight is None else np.asarray(sample_weight, np.float64)
     w = np.zeros(Xb.shape[1])
     reg = l2 * np.eye(Xb.shape[1])
     reg[-1, -1] = 0.0
     for _ in range(iters):
         p = sigmoid(Xb @ w)
-        g = Xb.T @ (p - y) + reg @ w
-        H = (Xb * (p * (1 - p))[:, None]).T @ Xb + reg
+        g = Xb.T @ (sw * (p - y)) + reg @ w
+        H = (Xb * (sw * p * (1 - p))[:, None]).T @ Xb + reg
         delta = np.linalg.solve(H, g)
         w -= delta
         if np.abs(delta).max() < 1e-8:
@@ -305,19 +308,23 @@ def fit_combined(
     floor: float,
     vetoes: tuple[str, ...] = (),
     extra: tuple[Array, Array] | None = None,
+    extra_weight: float = 1.0,
 ) -> Decision:
     """Logistic fit of P(right | verifier logit, cosine, negation, extra entity) on the
     labelled candidates (own ``a`` or identical) with cosine >= ``floor`` that no veto
-    removes, plus ``extra`` rows (X [m, 4] in that column order, y [m]) from other sets."""
+    removes, plus ``extra`` rows (X [m, 4] in that column order, y [m]) from other sets, each
+    of which counts ``extra_weight`` of a candidate row."""
     m = (run.kind > 0) & (run.cos >= floor) & np.isfinite(run.logit)
     if run.hard is not None and vetoes:
         m &= (run.hard & kinds_mask(vetoes)) == 0
     feats = run.feats if run.feats is not None else np.zeros((*run.cos.shape, 2))
     X = np.column_stack([run.logit[m], run.cos[m], feats[m][:, 0], feats[m][:, 1]])
     y = run.right[m].astype(np.float64)
+    sw = np.ones(len(y))
     if extra is not None:
         X, y = np.vstack([X, extra[0]]), np.concatenate([y, extra[1]])
-    w = fit_logistic(X, y)
+        sw = np.concatenate([sw, np.full(len(extra[1]), extra_weight)])
+    w = fit_logistic(X, y, sample_weight=sw)
     return Decision(
         "combined", float(w[0]), float(w[1]), float(w[4]), float(w[2]), float(w[3]), vetoes
     )

@@ -52,6 +52,13 @@ def test_fit_logistic_recovers_direction() -> None:
     y = (rng.random(2000) < p).astype(float)
     w = fit_logistic(x, y)
     assert w[0] > 1.2 and w[1] < -0.5 and w[2] > 0
+    # a row weighted 2 counts as the row twice; weight 0 drops it
+    twice = fit_logistic(np.vstack([x, x[:500]]), np.concatenate([y, y[:500]]))
+    sw = np.r_[np.full(500, 2.0), np.ones(1500)]
+    assert fit_logistic(x, y, sample_weight=sw) == pytest.approx(twice, abs=1e-6)
+    dropped = fit_logistic(x[500:], y[500:])
+    sw0 = np.r_[np.zeros(500), np.ones(1500)]
+    assert fit_logistic(x, y, sample_weight=sw0) == pytest.approx(dropped, abs=1e-6)
 
 
 def _toy_run() -> CacheRun:
