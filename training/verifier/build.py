@@ -47,13 +47,17 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--smoke", action="store_true", help="train on 300 pairs into runs/smoke")
     ap.add_argument(
-        "--ckpt", type=Path, default=None, help="checkpoint to export (default: the run's final.pt)"
+        "--ckpt",
+        type=Path,
+        default=None,
+        help="checkpoint to export (default: the third pass's final.pt)",
     )
     ap.add_argument("--time-budget-min", type=float, default=62.0)
     args = ap.parse_args(argv)
     steps = STEPS if "all" in args.steps else tuple(s for s in STEPS if s in args.steps)
     py = sys.executable
     run_dir = RUNS / ("smoke" if args.smoke else "full")
+    final_dir = RUNS / ("smoke_cont" if args.smoke else "cont")
     for step in steps:
         if step == "prep":
             sh([py, "-m", "training.verifier.prep"])
@@ -67,14 +71,21 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"[build] embed step failed ({exc}); using the cached vectors", flush=True)
         elif step == "train":
             # as shipped: every layer trained, two passes over the file, two threads (46 min
-            # on an idle 2-core machine), a time budget that the learning-rate schedule follows
+            # on an idle 2-core machine), a time budget that the learning-rate schedule follows;
+            # then a third pass from those weights with a fresh schedule at half the rate
+            # (22 min)
             cmd = [py, "-m", "training.verifier.train", "--out", str(run_dir)]
             cmd += ["--freeze-layers", "-1", "--threads", "2", "--epochs", "2"]
+            more = [py, "-m", "training.verifier.train", "--out", str(final_dir)]
+            more += ["--init", str(run_dir / "final.pt"), "--threads", "2", "--epochs", "1"]
+            more += ["--lr", "2e-5", "--warmup", "0.02", "--seed", "4321"]
             if args.smoke:
                 cmd += ["--limit", "300"]
+                more += ["--limit", "300"]
             if args.time_budget_min:
                 cmd += ["--time-budget-min", str(args.time_budget_min)]
             sh(cmd)
+            sh(more)
         elif step == "export":
             sh(
                 [
@@ -82,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
                     "-m",
                     "training.verifier.export",
                     "--ckpt",
-                    str(args.ckpt or run_dir / "final.pt"),
+                    str(args.ckpt or final_dir / "final.pt"),
                 ]
             )
         elif step == "calibrate":
