@@ -118,11 +118,9 @@ def test_shipped_calibration_schema() -> None:
     assert [r["precision"] for r in doc["table"]] == [round(0.80 + 0.01 * i, 2) for i in range(18)]
 
 
-def _synthetic_run(n: int, seed: int) -> CacheRun:
-    """One own-``a`` candidate per query; P(right) rises with the logit."""
-    rng = np.random.default_rng(seed)
-    lg = rng.normal(0.0, 2.0, n)
-    right = rng.random(n) < 1 / (1 + np.exp(-1.5 * lg))
+def _one_candidate_run(lg: np.ndarray, right: np.ndarray) -> CacheRun:
+    """One own-``a`` candidate per query with these logits; right iff a duplicate."""
+    n = len(lg)
     return CacheRun(
         index_texts=[f"q{i}" for i in range(n)],
         cand=np.arange(n).reshape(n, 1),
@@ -134,6 +132,13 @@ def _synthetic_run(n: int, seed: int) -> CacheRun:
         k=1,
         floor=0.5,
     )
+
+
+def _synthetic_run(n: int, seed: int) -> CacheRun:
+    """P(right) rises with the logit."""
+    rng = np.random.default_rng(seed)
+    lg = rng.normal(0.0, 2.0, n)
+    return _one_candidate_run(lg, rng.random(n) < 1 / (1 + np.exp(-1.5 * lg)))
 
 
 def test_wilson_bound_table_is_stricter_and_keeps_its_promise_on_new_samples() -> None:
@@ -169,21 +174,10 @@ def test_vetoed_candidates_are_never_served() -> None:
 
 
 def _run_with_share(n: int, share: float, seed: int) -> CacheRun:
-    """One own-``a`` candidate per query; duplicates score higher; ``share`` are duplicates."""
+    """Duplicates score higher; ``share`` of the rows are duplicates."""
     rng = np.random.default_rng(seed)
     dup = rng.random(n) < share
-    lg = np.where(dup, rng.normal(2.0, 1.5, n), rng.normal(-1.0, 1.5, n))
-    return CacheRun(
-        index_texts=[f"q{i}" for i in range(n)],
-        cand=np.arange(n).reshape(n, 1),
-        cos=np.full((n, 1), 0.9),
-        logit=lg.reshape(n, 1),
-        kind=np.ones((n, 1), dtype=np.int8),
-        right=dup.reshape(n, 1),
-        duplicate=dup,
-        k=1,
-        floor=0.5,
-    )
+    return _one_candidate_run(np.where(dup, rng.normal(2.0, 1.5, n), rng.normal(-1.0, 1.5, n)), dup)
 
 
 def test_a_split_read_at_another_duplicate_share_measures_like_traffic_with_that_share() -> None:
