@@ -364,13 +364,21 @@ def main(argv: list[str] | None = None) -> int:
     best = pick(opts)
     dec, floor, k = best["decision"], best["floor"], best["k"]
     print(f"[calibrate] chosen k {k} floor {floor} {dec}", flush=True)
+    weight = best["extra_weight"]
+    beside = (
+        f"fitted there and on {len(extra.y)} held-out MRPC/STS/rule-made pairs weighted {weight:g}"
+        if weight > 0
+        else "fitted there alone (the held-out MRPC and STS pairs count in the vetoes only)"
+    )
+    if dec.kind == "verifier":
+        beside = "the verifier's probability, nothing fitted"
     fitted_on = (
         f"Quora validation split carved from qqp_train.jsonl.gz ({len(rows)} rows, "
         f"{int(run4.duplicate.sum())} duplicates, no question text shared with training) in "
         f"cache mode, rows weighted to a duplicate share of {args.duplicate_share or 'its own'}, "
         f"top-{k} by cosine >= {floor}, pairs scored one by one as the gateway "
-        f"does; {best['label']}, fitted there and on {len(extra.y)} held-out MRPC/STS/"
-        f"rule-made pairs; tau = least cut-off whose one-sided {Z_ONE_SIDED} Wilson lower bound of "
+        f"does; {best['label']}: {beside}; tau = least cut-off whose one-sided {Z_ONE_SIDED} "
+        "Wilson lower bound of "
         "labelled precision (>= 50 labelled hits) reaches the target"
     )
     run = first_k(run4, k)
