@@ -221,11 +221,13 @@ class FakeJudge:
 async def test_the_judge_decides_the_grey_zone_only() -> None:
     grey = probs(0.1, 0.5, 0.1, 0.1)
     sync = FakeJudge("sync", True)
-    semantic, _ = step(POINTS, FakeVerifier(grey), judge=sync)  # τ(0.90)=0.6, τ(0.80)=0.4
+    semantic, spawned = step(POINTS, FakeVerifier(grey), judge=sync)  # τ(0.90)=0.6, τ(0.80)=0.4
     got = await lookup(semantic)
     assert got.outcome is Outcome.SEMANTIC and sync.asked == [
         ("How do I configure the agent?", "What is the process for configuring the agent?")
     ]
+    assert len(spawned.work) == 1  # what the verdict teaches runs after the response
+    await spawned.run()
     later = FakeJudge("async", True)
     semantic, _ = step(POINTS, FakeVerifier(grey), judge=later)
     got = await lookup(semantic)
