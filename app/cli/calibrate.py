@@ -25,18 +25,17 @@ from deja.errors import DejaError
 from deja.semantic.calibration import (
     CacheRun,
     Decision,
-    Pair,
     auc,
     cache_run,
     fit_combined,
     metrics_at,
-    read_pairs,
     serve,
     serve_cosine,
 )
 from deja.semantic.crossencoder import MODEL_FILE, SHIPPED_DIR, CrossEncoder, check_sums
 from deja.semantic.curves import TARGETS, build_table, curve_area, write_calibration
 from deja.semantic.cutoffs import CALIBRATION_FILE, load_table
+from deja.semantic.pairs import Pair, read_pairs
 
 #: τ keeps a one-sided 95% Wilson lower bound of the measured precision at the target.
 Z_ONE_SIDED = 1.645

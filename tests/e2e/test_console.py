@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 from playwright.async_api import Browser, expect
 
-from deja.semantic.calibration import read_pairs
 from deja.semantic.crossencoder import SHIPPED_DIR
 from deja.semantic.cutoffs import CALIBRATION_FILE, load_table
+from deja.semantic.pairs import read_pairs
 from sim.runner import SimCluster
 from tests.e2e.browser_support import DESKTOP, PHONE, Console, console_at, signed_in
 from tests.e2e.console_support import (

@@ -14,8 +14,8 @@ import pytest
 from click.testing import CliRunner
 
 from app.cli.main import main as deja
-from deja.semantic.calibration import read_pairs
 from deja.semantic.labelled import Label
+from deja.semantic.pairs import read_pairs
 from sim.runner import SimCluster
 
 pytestmark = pytest.mark.e2e

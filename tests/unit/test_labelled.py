@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from deja.semantic.calibration import read_pairs
 from deja.semantic.labelled import (
     FILE_NAME,
     TEXT_LIMIT,
@@ -15,6 +14,7 @@ from deja.semantic.labelled import (
     calibration_jsonl,
     pair_id,
 )
+from deja.semantic.pairs import read_pairs
 
 
 def label(n: int = 0, same: bool = True, tenant: str = "t", at: float | None = None) -> Label:

@@ -13,7 +13,7 @@ from click.testing import CliRunner, Result
 
 from app.cli import support as cli_support
 from app.cli.labels import labels_group
-from deja.semantic.calibration import read_pairs
+from deja.semantic.pairs import read_pairs
 
 ENV = {"DEJA_ADMIN_URL": "http://gw.test:8080", "DEJA_ADMIN_KEY": "adm-key"}
 EXPORT = (

@@ -25,7 +25,6 @@ from deja.semantic.calibration import (
     UNJUDGED,
     CacheRun,
     Decision,
-    PairRow,
     Served,
     at_duplicate_share,
     auc,
@@ -48,6 +47,7 @@ from deja.semantic.curves import (
     tau_for,
     write_calibration,
 )
+from deja.semantic.pairs import PairRow
 
 MAX_TOKENS = 64
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")

@@ -8,8 +8,8 @@ import sys
 import time
 from pathlib import Path
 
-from deja.semantic.calibration import Pair as Pair
-from deja.semantic.calibration import read_pairs as read_pairs
+from deja.semantic.pairs import Pair as Pair
+from deja.semantic.pairs import read_pairs as read_pairs
 
 SEED = 1234
 REPO = Path(__file__).resolve().parents[2]
