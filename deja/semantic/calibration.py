@@ -321,15 +321,14 @@ def metrics_at(run: CacheRun, sv: Served, tau: float) -> dict[str, float]:
     w = run.row_weights()
     w_lab = float(w[lab].sum())
     dup_hits = int((ok & run.duplicate & labelled).sum())
-    out = {
+    return {
         "tau": float(tau),
         "hits": int(hit.sum()),
         "labelled": n_lab,
+        # Kish's effective number under the row weights (``labelled`` without them)
+        "effective_labelled": w_lab**2 / float((w[lab] ** 2).sum()) if n_lab else 0.0,
         "right": int(ok.sum()),
         "unjudged": int((hit & ~labelled).sum()),
         "precision": float(w[ok & lab].sum()) / w_lab if n_lab else float("nan"),
         "hit_rate": dup_hits / max(1, int(run.duplicate.sum())),
     }
-    if run.weight is not None:
-        out["effective_labelled"] = w_lab**2 / float((w[lab] ** 2).sum()) if n_lab else 0.0
-    return out

@@ -153,6 +153,13 @@ def wilson(right: float, n: float, z: float) -> tuple[float, float]:
     return (max(0.0, mid - half), min(1.0, mid + half))
 
 
+def measured_interval(m: dict[str, float], z: float = 1.96) -> tuple[float, float]:
+    """The Wilson interval of :func:`metrics_at`'s labelled precision, over its effective
+    number of labelled hits."""
+    n = float(m["effective_labelled"])
+    return wilson(float(m["precision"]) * n, n, z)
+
+
 def tau_for_bound(cv: Curve, target: float, z: float, min_labelled: int = 30) -> float | None:
     """Smallest tau at which the one-sided Wilson lower bound (quantile ``z``) of the labelled
     precision of all hits served at or above tau reaches ``target``; None when none does."""
@@ -192,8 +199,7 @@ def build_table(
             table.append({"precision": t, "tau": None, "hit_rate": 0.0, "interval": None})
             continue
         m = metrics_at(run, sv, tau)
-        n = float(m.get("effective_labelled", m["labelled"]))
-        lo, hi = wilson(float(m["precision"]) * n, n, 1.96)
+        lo, hi = measured_interval(m)
         table.append(
             {
                 "precision": t,

@@ -29,8 +29,10 @@ NUMBER_WORDS = {
 for _w in ("one", "uno", "una", "un", "once"):
     NUMBER_WORDS.pop(_w)
 NUMBER_WORDS.update({"dozen": "12", "docena": "12", "hundred": "100", "thousand": "1000"})
-# "double-sided" is "two sides", "doble cara" is "dos caras".
-NUMBER_WORDS.update(dict.fromkeys(("double", "doble", "twice"), "2"))
+#: Words that mean two without being a numeral ("double-sided", "both sides", "doble cara"):
+#: they match a "two" on the other side, but their absence there is no mismatch ("both X and
+#: Y" / "X and Y").
+SOFT_NUMBER_WORDS = dict.fromkeys(("double", "doble", "twice", "both", "ambos", "ambas"), "2")
 
 UNIT_GROUPS: dict[str, tuple[str, ...]] = {
     "km": (
@@ -115,13 +117,19 @@ ORDINALS = {
     **dict.fromkeys(("next", "próximo", "próxima", "siguiente"), "next"),
     **dict.fromkeys(("previous", "anterior"), "previous"),
 }
-# "last" is a verb before these words or after these ("make it last longer", "will it last"),
-# and "más próxima" is "nearest", not "next".
-LAST_VERB_AFTER = frozenset({"longer", "long", "forever", "for", "until", "through", "beyond"})
-LAST_VERB_BEFORE = frozenset(
-    {"to", "will", "would", "can", "could", "does", "do", "did", "should", "it", "they"}
-)
-NOT_ORDINAL_AFTER = {"last": LAST_VERB_BEFORE, "próximo": {"más"}, "próxima": {"más"}}
+# Ordinal words that are something else next to these: "last" is a verb after "will", "it"…
+# or before "longer", "forever"… ("will it last", "make it last longer"); "más próxima" is
+# "nearest", not "next".
+NOT_ORDINAL_AFTER = {
+    "last": frozenset(
+        {"to", "will", "would", "can", "could", "does", "do", "did", "should", "it", "they"}
+    ),
+    "próximo": frozenset({"más"}),
+    "próxima": frozenset({"más"}),
+}
+NOT_ORDINAL_BEFORE = {
+    "last": frozenset({"longer", "long", "forever", "for", "until", "through", "beyond"}),
+}
 #: Words whose suffix symbol names another thing (three languages: C, C++, C#).
 CODE_WORDS = frozenset({"c", "c++", "c#", "f#", "j#", "g++", "x++", "a+", "b+"})
 NEGATIONS = frozenset(

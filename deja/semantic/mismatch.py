@@ -84,14 +84,25 @@ class Signals:
         return (float(self.negation), float(self.extra_entity))
 
 
-def _numbers(toks: list[str]) -> Counter[str]:
+def _numbers(toks: list[str]) -> tuple[Counter[str], Counter[str]]:
+    """The numbers named (digits and number words), and the soft ones ("both", "double")."""
     out: Counter[str] = Counter()
+    soft: Counter[str] = Counter()
     for t in toks:
         if any(c.isdigit() for c in t):  # "15", "-5", "3.5", "v2", "ios14", "5km"
             out[t.lstrip("+").replace(",", ".")] += 1
         elif t in lex.NUMBER_WORDS:
             out[lex.NUMBER_WORDS[t]] += 1
-    return out
+        elif t in lex.SOFT_NUMBER_WORDS:
+            soft[lex.SOFT_NUMBER_WORDS[t]] += 1
+    return out, soft
+
+
+def _number_mismatch(qa: list[str], qb: list[str]) -> bool:
+    """Other numbers, unless a soft word on one side accounts for the difference ("doble
+    cara" / "dos caras"); a soft word against no number is no mismatch."""
+    (na, sa), (nb, sb) = _numbers(qa), _numbers(qb)
+    return na != nb and na + sa != nb + sb
 
 
 def _units(toks: list[str]) -> tuple[set[str], bool]:
@@ -136,7 +147,7 @@ def _ordinals(toks: list[str]) -> set[str]:
         if rank is None:
             continue
         prev, nxt = toks[i - 1] if i else "", toks[i + 1] if i + 1 < len(toks) else ""
-        if prev in lex.NOT_ORDINAL_AFTER.get(t, ()) or (t == "last" and nxt in lex.LAST_VERB_AFTER):
+        if prev in lex.NOT_ORDINAL_AFTER.get(t, ()) or nxt in lex.NOT_ORDINAL_BEFORE.get(t, ()):
             continue
         out.add(rank)
     return out
@@ -213,7 +224,7 @@ def compare(query: str, cached: str) -> Signals:
     """The mismatch signals between ``query`` and ``cached`` (symmetric)."""
     qa, qb = tokens(query), tokens(cached)
     sa, sb = set(qa), set(qb)
-    number = _numbers(qa) != _numbers(qb)
+    number = _number_mismatch(qa, qb)
     unit = _unit_mismatch(qa, qb)
     ordinal = _ordinals(qa) != _ordinals(qb)
     symbol = _symbols(query, sa) != _symbols(cached, sb)

@@ -195,6 +195,7 @@ def test_a_split_read_at_another_duplicate_share_measures_like_traffic_with_that
         assert moved["precision"] == pytest.approx(truth["precision"], abs=0.01)
         assert moved["hit_rate"] == raw["hit_rate"]  # a share of the duplicate rows
         assert 0 < moved["effective_labelled"] < moved["labelled"]
+        assert raw["effective_labelled"] == raw["labelled"]
     # the table built at the higher share cuts lower, and its interval is a weighted one
     sv_raw, sv_moved = serve(fit, dec, 0.5), serve(shifted, dec, 0.5)
     t_raw = build_table(fit, sv_raw, (0.9,), min_labelled=30, z=1.645)[0]

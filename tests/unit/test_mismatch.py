@@ -69,6 +69,7 @@ def test_same_words_still_ignores_case_and_sentence_punctuation() -> None:
         ("Who was the last emperor of Rome?", "Who was the first emperor of Rome?", "ordinal"),
         ("¿Cuándo es la próxima clase?", "¿Cuándo es la clase?", "ordinal"),
         ("Can I print two pages per sheet?", "Can I print four pages per sheet?", "number"),
+        ("Can I print double-sided?", "Can I print on four sides?", "number"),
     ],
 )
 def test_hard_mismatch_kinds(a: str, b: str, kind: str) -> None:
@@ -92,6 +93,8 @@ def test_hard_mismatch_kinds(a: str, b: str, kind: str) -> None:
         ("How can I make my phone battery last longer?", "How do I save phone battery?"),
         ("¿Cuál es la farmacia más próxima?", "¿Dónde hay una farmacia cerca?"),
         ("How do I print double-sided?", "How do I print on two sides?"),
+        ("How do I print double-sided?", "How can I print on both sides of the paper?"),
+        ("Can both cats and dogs eat rice?", "Can cats and dogs eat rice?"),
     ],
 )
 def test_paraphrases_have_no_hard_mismatch(a: str, b: str) -> None:

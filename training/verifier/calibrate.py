@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from deja.semantic.curves import wilson
+from deja.semantic.curves import measured_interval, wilson
 from deja.semantic.mismatch import HARD_KINDS, compare, kinds_mask
 from training.verifier.calibration import (
     TARGETS,
@@ -301,8 +301,7 @@ def pairwise_report(ps: PairSet, dec: Decision, tau: float) -> dict[str, Any]:
 
 
 def with_interval(m: dict[str, Any]) -> dict[str, Any]:
-    n = float(m.get("effective_labelled", m["labelled"]))
-    lo, hi = wilson(float(m["precision"]) * n, n, 1.96)
+    lo, hi = measured_interval(m)
     return {**m, "interval": [round(lo, 4), round(hi, 4)]}
 
 
