@@ -29,10 +29,15 @@ NUMBER_WORDS = {
 for _w in ("one", "uno", "una", "un", "once"):
     NUMBER_WORDS.pop(_w)
 NUMBER_WORDS.update({"dozen": "12", "docena": "12", "hundred": "100", "thousand": "1000"})
-#: Words that mean two without being a numeral ("double-sided", "both sides", "doble cara"):
-#: they match a "two" on the other side, but their absence there is no mismatch ("both X and
-#: Y" / "X and Y").
-SOFT_NUMBER_WORDS = dict.fromkeys(("double", "doble", "twice", "both", "ambos", "ambas"), "2")
+#: Words that count without being numerals ("double-sided", "both sides", "twice a day"): they
+#: match a numeral on the other side ("doble cara" / "dos caras") and differ from another such
+#: word ("once" / "twice"), but one against nothing is no mismatch ("both X and Y" / "X and Y",
+#: "once I've installed it" / "after I installed it").
+SOFT_NUMBER_WORDS = {
+    **dict.fromkeys(("once", "single"), "1"),
+    **dict.fromkeys(("twice", "double", "doble", "both", "ambos", "ambas"), "2"),
+    **dict.fromkeys(("thrice", "triple"), "3"),
+}
 
 UNIT_GROUPS: dict[str, tuple[str, ...]] = {
     "km": (

@@ -99,10 +99,10 @@ def _numbers(toks: list[str]) -> tuple[Counter[str], Counter[str]]:
 
 
 def _number_mismatch(qa: list[str], qb: list[str]) -> bool:
-    """Other numbers, unless a soft word on one side accounts for the difference ("doble
-    cara" / "dos caras"); a soft word against no number is no mismatch."""
+    """Other numbers, counting the soft words ("doble cara" / "dos caras" match); soft words
+    alone differ only against soft words ("once" / "twice", not "both X" / "X")."""
     (na, sa), (nb, sb) = _numbers(qa), _numbers(qb)
-    return na != nb and na + sa != nb + sb
+    return na + sa != nb + sb and (na != nb or bool(sa and sb))
 
 
 def _units(toks: list[str]) -> tuple[set[str], bool]:

@@ -70,6 +70,8 @@ def test_same_words_still_ignores_case_and_sentence_punctuation() -> None:
         ("¿Cuándo es la próxima clase?", "¿Cuándo es la clase?", "ordinal"),
         ("Can I print two pages per sheet?", "Can I print four pages per sheet?", "number"),
         ("Can I print double-sided?", "Can I print on four sides?", "number"),
+        ("Should I water the lawn twice a week?", "Should I water the lawn once a week?", "number"),
+        ("Is a double room enough for us?", "Is a single room enough for us?", "number"),
     ],
 )
 def test_hard_mismatch_kinds(a: str, b: str, kind: str) -> None:
@@ -95,6 +97,10 @@ def test_hard_mismatch_kinds(a: str, b: str, kind: str) -> None:
         ("How do I print double-sided?", "How do I print on two sides?"),
         ("How do I print double-sided?", "How can I print on both sides of the paper?"),
         ("Can both cats and dogs eat rice?", "Can cats and dogs eat rice?"),
+        (
+            "Once I reset the router, do I lose my settings?",
+            "Do I lose my settings if I reset the router?",
+        ),
     ],
 )
 def test_paraphrases_have_no_hard_mismatch(a: str, b: str) -> None:
