@@ -128,5 +128,15 @@ async def make_near_miss(env: Env, system: str) -> NearMiss:
     return NearMiss(question, score, tau)
 
 
+async def stricter_target(env: Env, score: float) -> float:
+    """The least precision target of the live table whose τ is above ``score``: a live target
+    at which a hit of that score stops being served (read from the table, not assumed, so a
+    refitted table keeps the test meaningful)."""
+    table = (await env.admin("GET", "/admin/semantic"))["calibration"]["table"]
+    above = [r["precision"] for r in table if r["tau"] is not None and r["tau"] > score]
+    assert above, f"no target of the table stops a hit scoring {score}"
+    return float(min(above))
+
+
 async def restore_precision(env: Env, value: float = 0.92) -> None:
     await env.admin("PUT", "/admin/threshold", json={"precision": {"global": value}})

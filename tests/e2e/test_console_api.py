@@ -20,6 +20,7 @@ from tests.e2e.console_support import (
     Env,
     make_near_miss,
     restore_precision,
+    stricter_target,
 )
 
 #: θ defaults to the shipped table's cosine floor.
@@ -227,7 +228,8 @@ async def test_served_pairs_near_misses_and_the_preview_show_their_labels(env: E
         near = (await env.admin("GET", "/admin/semantic/near-misses"))["near_misses"]
         assert next(m for m in near if m["question"] == made.question)["label"] == "different"
         # From a stricter live target, the default one would start serving the labelled hit.
-        await env.admin("PUT", "/admin/threshold", json={"precision": {"global": 0.95}})
+        strict_target = await stricter_target(env, float(hit.headers["x-deja-verifier-score"]))
+        await env.admin("PUT", "/admin/threshold", json={"precision": {"global": strict_target}})
         lax = await env.admin(
             "POST", "/admin/threshold/preview", json={"precision": {"global": 0.92}}
         )
