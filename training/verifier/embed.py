@@ -73,6 +73,7 @@ def main(argv: list[str] | None = None) -> int:
             "dev",
             str(CACHE / "val_extra.jsonl"),
             str(CACHE / "mrpc_test.jsonl"),
+            str(CACHE / "val_synonym.jsonl"),
             str(GEN),
         ],
         help="split names (train, val, dev) or JSONL paths",

@@ -7,9 +7,10 @@ given by ``--old``) and each set:
   Wilson 95% interval and duplicate hit rate per precision target, and the curve over τ; the
   cosine-only curve beside it.
 - ``val`` (the calibration split): the same curves (the table was fitted here).
-- ``mrpc`` (``mrpc_test.jsonl``, MRPC rows held out of training and fitting) and ``gen``
-  (``tests/data/generalisation.jsonl``), pairwise: precision / recall over τ and what the
-  default target serves, per kind of row.
+- ``mrpc`` (``mrpc_test.jsonl``, MRPC rows held out of training and fitting), ``synonym``
+  (``val_synonym.jsonl``: validation questions with a synonym training never saw, all
+  paraphrases) and ``gen`` (``tests/data/generalisation.jsonl``), pairwise: precision / recall
+  over τ and what the default target serves, per kind of row.
 
 All curves of one system come from one run per set. Writes ``eval_report.json``.
 """
@@ -41,6 +42,12 @@ from training.verifier.calibration import (
 from training.verifier.common import ARTIFACTS, CACHE, DATA, REPO, RUNS, read_pairs
 
 GEN = REPO / "tests" / "data" / "generalisation.jsonl"
+#: The pairwise sets: name -> (file, split name in the pair-set cache).
+PAIR_SETS = {
+    "mrpc": (CACHE / "mrpc_test.jsonl", "mrpc_test"),
+    "synonym": (CACHE / "val_synonym.jsonl", "val_synonym"),
+    "gen": (GEN, "generalisation"),
+}
 
 
 def pair_curves(ps: PairSet, dec: Decision, tau_default: float | None) -> dict[str, Any]:
@@ -109,8 +116,7 @@ def evaluate(calibration: Path, sets: list[str], threads: int, default: float) -
                 "scored_pairs": run.scored_pairs,
             }
         else:
-            path = CACHE / "mrpc_test.jsonl" if name == "mrpc" else GEN
-            split = "mrpc_test" if name == "mrpc" else "generalisation"
+            path, split = PAIR_SETS[name]
             out[name] = pair_curves(pair_set(path, split, model, threads), dec, tau_default)
     return out
 
@@ -131,7 +137,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--calibration", type=Path, default=ARTIFACTS / "calibration.json")
     ap.add_argument("--old", type=Path, default=CACHE / "old" / "calibration.json")
-    ap.add_argument("--sets", nargs="+", default=["dev", "val", "mrpc", "gen"])
+    ap.add_argument(
+        "--sets",
+        nargs="+",
+        choices=("dev", "val", *PAIR_SETS),
+        default=["dev", "val", "mrpc", "synonym", "gen"],
+    )
     ap.add_argument("--systems", nargs="+", default=["new", "old"])
     ap.add_argument("--report", type=Path, default=RUNS / "eval_report.json")
     ap.add_argument("--threads", type=int, default=1)

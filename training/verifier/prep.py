@@ -14,10 +14,16 @@ Sources
   hard negatives for each family and wording-only paraphrases; templated EN/ES everyday rows
   (:mod:`training.verifier.templates`). The same rules applied to the VALIDATION questions give
   ``val_extra.jsonl``, so the decision is fitted on rule-made rows of text training never saw.
+- Synonym rows (:mod:`training.verifier.synonyms`), off by default (measured, not shipped; see
+  the model card): paraphrases that swap a word for a synonym (English on training questions,
+  Spanish on the templates' forms), and the same paraphrases with a family's meaning change
+  (negatives), for a third pass over ``train_third.jsonl``. Four of five synonym groups may be
+  used for training; the fifth always makes ``val_synonym.jsonl`` from the validation questions.
 
-Outputs (under ``--out``): ``train.jsonl`` (shuffled), ``val.jsonl``, ``val_extra.jsonl``,
-``mrpc_test.jsonl`` (each row with a ``kind``), ``prep_stats.json``. Asserts that no
-normalised text of a held-out file occurs in ``train.jsonl``.
+Outputs (under ``--out``): ``train.jsonl`` (shuffled), ``train_third.jsonl`` (the same rows
+and the synonym rows, only when asked for), ``val.jsonl``,
+``val_extra.jsonl``, ``val_synonym.jsonl``, ``mrpc_test.jsonl`` (each row with a ``kind``),
+``prep_stats.json``. Asserts that no normalised text of a held-out file occurs in training.
 """
 
 from __future__ import annotations
@@ -32,9 +38,19 @@ from typing import Any
 
 from training.verifier.common import CACHE, DATA, SEED, Pair, read_pairs
 from training.verifier.families import NEGATIVE_RULES, norm, rephrase
-from training.verifier.templates import template_pairs
+from training.verifier.synonyms import (
+    HELD_EN,
+    TRAIN_EN,
+    TRAIN_ES,
+    contrast_rows,
+    slot_rows,
+    synonym_rows,
+)
+from training.verifier.templates import spanish_slots, template_pairs
 
 Row = tuple[Pair, str]  # (pair, kind)
+#: The families whose meaning changes are also applied on top of a synonym paraphrase.
+CONTRAST_FAMILIES = ("antonym", "negation", "narrower", "wider", "entity", "number")
 
 
 def split(
@@ -155,6 +171,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--per-rule", type=int, default=1100)
     ap.add_argument("--positives", type=int, default=4000)
     ap.add_argument("--templates", type=int, default=4000)
+    # the synonym rows were measured and not shipped (model card): 0 rebuilds the shipped mix;
+    # 4000 / 1500 / 2000 rebuild the candidate's third-pass file, train_third.jsonl
+    ap.add_argument("--synonyms", type=int, default=0, help="English synonym paraphrases")
+    ap.add_argument("--synonyms-es", type=int, default=0, help="Spanish synonym paraphrases")
+    ap.add_argument(
+        "--contrasts", type=int, default=0, help="synonym paraphrases with a meaning change"
+    )
     ap.add_argument("--seed", type=int, default=SEED)
     args = ap.parse_args(argv)
     rng = random.Random(args.seed)
@@ -175,6 +198,16 @@ def main(argv: list[str] | None = None) -> int:
     val_q = list(dict.fromkeys([p.a for p in val] + [p.b for p in val]))
     fam_val, fam_val_stats = family_rows(val_q, random.Random(args.seed + 1), 150, 600)
     tpl = template_pairs(random.Random(args.seed + 2), args.templates)
+    syn = synonym_rows(train_q, random.Random(args.seed + 3), args.synonyms, TRAIN_EN, "synonym_en")
+    syn += slot_rows(
+        spanish_slots(), random.Random(args.seed + 4), args.synonyms_es, TRAIN_ES, "synonym_es"
+    )
+    contrast_rules = {name: NEGATIVE_RULES[name] for name in CONTRAST_FAMILIES}
+    syn += contrast_rows(
+        train_q, random.Random(args.seed + 6), args.contrasts, TRAIN_EN, contrast_rules
+    )
+    # held-out synonyms on validation questions: synonyms and text training never saw
+    val_syn = synonym_rows(val_q, random.Random(args.seed + 5), 600, HELD_EN, "synonym_en")
 
     reversed_rows = [(Pair(p.b, p.a, p.duplicate), "qqp_reversed") for p in rng.sample(train, 2500)]
     identity = [(Pair(q, q, True), "identity") for q in rng.sample(train_q, 500)]
@@ -182,18 +215,28 @@ def main(argv: list[str] | None = None) -> int:
     mix += mrpc_train + sts_train + fam_train + tpl
     # rows made from a training question can never contain held-out text, but check anyway
     mix = [r for r in mix if not texts_of([r]) & held_texts]
+    # the third pass's file: the same rows and the synonym rows, shuffled from the same state
+    third = mix + [r for r in syn if not texts_of([r]) & held_texts]
+    third_rng = random.Random()
+    third_rng.setstate(rng.getstate())
+    third_rng.shuffle(third)
     rng.shuffle(mix)
-    train_texts = texts_of(mix)
+    train_texts = texts_of(third)
     # a rewritten validation question can happen to equal a training text: drop those rows
     fam_val = [r for r in fam_val if not texts_of([r]) & train_texts]
+    val_syn = [r for r in val_syn if not texts_of([r]) & train_texts]
     val_extra = mrpc_val + sts_val + fam_val
     assert not train_texts & held_texts, "training shares text with a held-out split"
     assert not train_texts & texts_of(val_extra), "training shares text with val_extra"
+    assert not train_texts & texts_of(val_syn), "training shares text with val_synonym"
 
     write_rows(args.out / "train.jsonl", mix)
+    if syn:
+        write_rows(args.out / "train_third.jsonl", third)
     write_rows(args.out / "val.jsonl", [(p, "qqp") for p in val])
     write_rows(args.out / "val_extra.jsonl", val_extra)
     write_rows(args.out / "mrpc_test.jsonl", mrpc_test)
+    write_rows(args.out / "val_synonym.jsonl", val_syn)
     kinds = Counter(k for _, k in mix)
     summary = {
         "input_rows": len(rows),
@@ -203,12 +246,15 @@ def main(argv: list[str] | None = None) -> int:
         "qqp_train_dropped_overlap": dropped,
         "train_rows": len(mix),
         "train_kinds": dict(kinds),
+        "train_third_rows": len(third) if syn else 0,
+        "synonym_kinds": dict(Counter(k for _, k in third if k.startswith("synonym_"))),
         "extra": dict(stats),
         "mrpc": {"train": len(mrpc_train), "val": len(mrpc_val), "test": len(mrpc_test)},
         "sts": {"train": len(sts_train), "val": len(sts_val)},
         "families_train": dict(fam_stats),
         "families_val": dict(fam_val_stats),
         "val_extra_rows": len(val_extra),
+        "val_synonym_rows": len(val_syn),
         "sts_mapping": "score >= 4 -> duplicate, score <= 3 -> not, 3 < score < 4 dropped",
         "text_overlap_train_heldout": 0,
         "seed": args.seed,

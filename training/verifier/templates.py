@@ -205,3 +205,13 @@ def template_pairs(rng: random.Random, n: int) -> list[tuple[Pair, str]]:
             )
     rng.shuffle(out)
     return out[:n]
+
+
+def spanish_slots() -> list[tuple[list[str], dict[str, str]]]:
+    """Each Spanish question form list with one filling of its slots: the Spanish base that
+    :mod:`training.verifier.synonyms` rewrites (Quora has no Spanish)."""
+    out: list[tuple[list[str], dict[str, str]]] = [(_HOW_ES, {"t": t[1]}) for t in _TASKS]
+    for forms in (_WHERE_ES, _OPEN_ES, _CLOSE_ES):
+        out += [(forms, {"p": p[1]}) for p in _PLACES]
+    out += [(_COST_ES, {"n": "2", "u": g[1]}) for g in _GOODS]
+    return out
