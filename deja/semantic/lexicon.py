@@ -175,6 +175,24 @@ SYMMETRIC = frozenset(
         "both",
     }
 )
+#: English pronouns that show their role by case: "I"/"me", "he"/"him" …
+CASED_PRONOUNS = frozenset({"i", "me", "he", "him", "she", "her", "we", "us", "they", "them"})
+#: Forms that differ only by case or agreement, joined when two questions are compared for
+#: swapped roles ("Why does my boss email me?" / "Why do I email my boss?").
+CASE_NEUTRAL = {
+    "me": "i",
+    "him": "he",
+    "her": "she",
+    "us": "we",
+    "them": "they",
+    "does": "do",
+    "did": "do",
+    "am": "be",
+    "is": "be",
+    "are": "be",
+    "was": "be",
+    "were": "be",
+}
 STOP_WORDS = (
     "a an the is are was were be do does did i my me you your it its of in on at for to and or "
     "how what which who why when where can could should would will with this that there as by "

@@ -8,8 +8,10 @@ A cached answer to "mastering C++?" is wrong for "mastering C?", and one for "5 
   are dropped. :func:`deja.semantic.verifier.same_words` compares these.
 - :func:`compare` → :class:`Signals`: number, unit, ordinal, symbol and named-entity
   mismatches, antonym pairs, negation differences and reorderings (the same words in another
-  order: "from X to Y" / "from Y to X"). The decision (:mod:`deja.semantic.cutoffs`) vetoes a
-  candidate with a *hard* mismatch and uses the soft ones as features.
+  order: "from X to Y" / "from Y to X"; or the same words with the pronouns' roles swapped:
+  "Why does my boss email me?" / "Why do I email my boss?"). The decision
+  (:mod:`deja.semantic.cutoffs`) vetoes a candidate with a *hard* mismatch and uses the soft
+  ones as features.
 
 English and Spanish word lists; anything else falls back to the digit and symbol checks,
 which need no language.
@@ -205,6 +207,19 @@ def _reordered(qa: list[str], qb: list[str], sa: set[str]) -> bool:
     return content_a != content_b
 
 
+def _roles_swapped(qa: list[str], qb: list[str]) -> bool:
+    """The same words up to pronoun case, do-support and agreement, with the pronouns in other
+    cases: who does what to whom changed ("Why does my boss email me?" / "Why do I email my
+    boss?", "Does she love him?" / "Does he love her?"). English only."""
+    if Counter(t for t in qa if t in lex.CASED_PRONOUNS) == Counter(
+        t for t in qb if t in lex.CASED_PRONOUNS
+    ):
+        return False
+    neutral_a = Counter(_stem(lex.CASE_NEUTRAL.get(t, t)) for t in qa if t not in lex.ARTICLES)
+    neutral_b = Counter(_stem(lex.CASE_NEUTRAL.get(t, t)) for t in qb if t not in lex.ARTICLES)
+    return neutral_a == neutral_b
+
+
 _NEG_PREFIXES = ("un", "dis", "des", "non", "in", "im")
 
 
@@ -233,7 +248,8 @@ def compare(query: str, cached: str) -> Signals:
     only_b = {e for e in eb - ea if e not in sa}
     entity = bool(only_a) and bool(only_b)
     antonym = _opposed(sa, sb) or _opposed(sb, sa)
-    reordered = _reordered(qa, qb, sa)
+    symmetric = bool((sa | sb) & lex.SYMMETRIC)  # "me and my friend" / "my friend and I"
+    reordered = _reordered(qa, qb, sa) or (not symmetric and _roles_swapped(qa, qb))
     negation = (_negations(query, qa) > 0) != (_negations(cached, qb) > 0)
     return Signals(
         number=number,

@@ -72,6 +72,10 @@ def test_same_words_still_ignores_case_and_sentence_punctuation() -> None:
         ("Can I print double-sided?", "Can I print on four sides?", "number"),
         ("Should I water the lawn twice a week?", "Should I water the lawn once a week?", "number"),
         ("Is a double room enough for us?", "Is a single room enough for us?", "number"),
+        # roles swapped: the same words with the pronouns in other cases
+        ("Why does my sister text me so late?", "Why do I text my sister so late?", "reordered"),
+        ("Does she trust him?", "Does he trust her?", "reordered"),
+        ("Why am I ignored by them?", "Why are they ignored by me?", "reordered"),
     ],
 )
 def test_hard_mismatch_kinds(a: str, b: str, kind: str) -> None:
@@ -101,6 +105,10 @@ def test_hard_mismatch_kinds(a: str, b: str, kind: str) -> None:
             "Once I reset the router, do I lose my settings?",
             "Do I lose my settings if I reset the router?",
         ),
+        # the same roles with the clauses moved, or "me and X" / "X and I"
+        ("If my cat scratches me, what do I do?", "What do I do if my cat scratches me?"),
+        ("Can me and my partner share a plan?", "Can my partner and I share a plan?"),
+        ("Why does he call me every day?", "Why does he call me daily?"),
     ],
 )
 def test_paraphrases_have_no_hard_mismatch(a: str, b: str) -> None:
