@@ -207,13 +207,14 @@ def _reordered(qa: list[str], qb: list[str], sa: set[str]) -> bool:
     return content_a != content_b
 
 
-def _roles_swapped(qa: list[str], qb: list[str]) -> bool:
-    """The same words up to pronoun case, do-support and agreement, with the pronouns in other
-    cases: who does what to whom changed ("Why does my boss email me?" / "Why do I email my
-    boss?", "Does she love him?" / "Does he love her?"). English only."""
-    if Counter(t for t in qa if t in lex.CASED_PRONOUNS) == Counter(
-        t for t in qb if t in lex.CASED_PRONOUNS
-    ):
+def _roles_swapped(qa: list[str], qb: list[str], sa: set[str], sb: set[str]) -> bool:
+    """The same words up to pronoun case, do-support and agreement, with a pronoun case that
+    one side lacks: who does what to whom changed ("Why does my boss email me?" / "Why do I
+    email my boss?", "Does she love him?" / "Does he love her?"). English only."""
+    # the cheap tests first, where most pairs stop: the same length, a pronoun one side lacks
+    if len(qa) != len(qb) or not (sa ^ sb) & lex.CASED_PRONOUNS:
+        return False
+    if (sa | sb) & lex.SYMMETRIC:  # "me and my friend" / "my friend and I"
         return False
     neutral_a = Counter(_stem(lex.CASE_NEUTRAL.get(t, t)) for t in qa if t not in lex.ARTICLES)
     neutral_b = Counter(_stem(lex.CASE_NEUTRAL.get(t, t)) for t in qb if t not in lex.ARTICLES)
@@ -248,8 +249,7 @@ def compare(query: str, cached: str) -> Signals:
     only_b = {e for e in eb - ea if e not in sa}
     entity = bool(only_a) and bool(only_b)
     antonym = _opposed(sa, sb) or _opposed(sb, sa)
-    symmetric = bool((sa | sb) & lex.SYMMETRIC)  # "me and my friend" / "my friend and I"
-    reordered = _reordered(qa, qb, sa) or (not symmetric and _roles_swapped(qa, qb))
+    reordered = _reordered(qa, qb, sa) or _roles_swapped(qa, qb, sa, sb)
     negation = (_negations(query, qa) > 0) != (_negations(cached, qb) > 0)
     return Signals(
         number=number,
