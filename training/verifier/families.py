@@ -28,7 +28,7 @@ def _cap_like(src: str, rep: str) -> str:
     return rep[:1].upper() + rep[1:] if src[:1].isupper() else rep
 
 
-def _swap_from_groups(q: str, groups: list[list[str]], rng: random.Random) -> str | None:
+def swap_from_groups(q: str, groups: list[list[str]], rng: random.Random) -> str | None:
     """Replace the first word of ``q`` found in a group with another member of its group."""
     lookup = {w.lower(): g for g in groups for w in g}
     alts = sorted(lookup, key=len, reverse=True)
@@ -62,7 +62,7 @@ _OPERATORS = [("==", "!="), ("+", "-"), ("*", "^"), ("&&", "||"), ("<", ">"), ("
 
 def symbol(q: str, rng: random.Random) -> str | None:
     """A programming-language or operator swap, or a sign/percent/version change on a number."""
-    new = _swap_from_groups(q, _LANGS, rng)
+    new = swap_from_groups(q, _LANGS, rng)
     if new:
         return new
     for x, y in _OPERATORS:
@@ -123,7 +123,7 @@ _UNITS = [
 
 
 def unit(q: str, rng: random.Random) -> str | None:
-    return _swap_from_groups(q, _UNITS, rng)
+    return swap_from_groups(q, _UNITS, rng)
 
 
 _ORDINALS = [
@@ -137,7 +137,7 @@ _ORDINALS = [
 
 
 def ordinal(q: str, rng: random.Random) -> str | None:
-    return _swap_from_groups(q, _ORDINALS, rng)
+    return swap_from_groups(q, _ORDINALS, rng)
 
 
 # --- named entities -------------------------------------------------------------------------
@@ -226,7 +226,7 @@ _ENTITIES = [
 
 
 def entity(q: str, rng: random.Random) -> str | None:
-    return _swap_from_groups(q, _ENTITIES, rng)
+    return swap_from_groups(q, _ENTITIES, rng)
 
 
 # --- direction and role swaps -----------------------------------------------------------------

@@ -1,16 +1,22 @@
-"""Synonym paraphrases (positives): one word or phrase of a question replaced by a word of the
-same meaning, sometimes with the question's form rewritten too.
+"""Synonym paraphrases: one word or phrase of a question replaced by a word of the same
+meaning, sometimes with the question's form rewritten too (:func:`synonym_rows`; Spanish from
+the templates' forms, :func:`slot_rows`), and contrasts: such a paraphrase with a family's
+meaning change on top, labelled different (:func:`contrast_rows`).
 
 Why: Quora's non-duplicates are full of near-identical questions with one content word
 changed, and the negative families (:mod:`training.verifier.families`) add more of them, so a
-model trained on those alone learns that any changed word means another question ("cancel"
-against "end", "buy" against "purchase"). These rows are the contrast: the word changes that
-keep the meaning.
+model trained on those alone may learn that any changed word means another question ("buy"
+against "purchase", "start" against "begin"). These rows are the word changes that keep the
+meaning.
 
 The groups were written for this module as general everyday synonyms, English and Spanish,
-safe in most contexts; they are not taken from any evaluation set. Every fifth group is held
-out of training (:data:`HELD_OUT`) and makes the ``val_synonym`` split, so that split measures
-synonyms the model never saw.
+safe in most contexts. They were written after the hand-written generalisation set had been
+read, so that set does not measure them cleanly; no pair of it was copied. Every fifth group
+is held out of training (:data:`HELD_OUT`) and makes the ``val_synonym`` split, so that split
+measures synonyms the model never saw.
+
+Measured as a third training pass and not shipped (``docs/verifier-model-card.md``); the
+rows are off by default in :mod:`training.verifier.prep`.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from __future__ import annotations
 import random
 
 from training.verifier.common import Pair
-from training.verifier.families import Rule, _swap_from_groups, norm, rephrase
+from training.verifier.families import Rule, norm, rephrase, swap_from_groups
 
 _EN: list[list[str]] = [
     ["buy", "purchase"],
@@ -170,7 +176,7 @@ HELD_OUT = HELD_EN + HELD_ES
 def synonym(q: str, rng: random.Random, groups: list[list[str]]) -> str | None:
     """``q`` with one word of ``groups`` replaced by a synonym, and half the time its
     question form rewritten as well; None when no group word occurs."""
-    new = _swap_from_groups(q, groups, rng)
+    new = swap_from_groups(q, groups, rng)
     if new is None:
         return None
     if rng.random() < 0.5:
@@ -217,7 +223,7 @@ def slot_rows(
         (forms, values, key)
         for forms, values in slots
         for key in values
-        if _swap_from_groups(values[key], groups, rng) is not None
+        if swap_from_groups(values[key], groups, rng) is not None
     ]
     out: list[tuple[Pair, str]] = []
     seen: set[tuple[str, str]] = set()
@@ -225,7 +231,7 @@ def slot_rows(
         if len(out) >= n or not usable:
             break
         forms, values, key = rng.choice(usable)
-        swapped = _swap_from_groups(values[key], groups, rng)
+        swapped = swap_from_groups(values[key], groups, rng)
         first, second = rng.sample(forms, 2) if len(forms) > 1 else (forms[0], forms[0])
         a = first.format(**values)
         b = second.format(**{**values, key: swapped})
@@ -255,7 +261,7 @@ def contrast_rows(
         if len(out) >= n:
             break
         src = questions[i]
-        para = _swap_from_groups(src, groups, rng)
+        para = swap_from_groups(src, groups, rng)
         if para is None:
             continue
         name = rng.choice(names)
