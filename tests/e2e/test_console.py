@@ -249,6 +249,7 @@ async def test_the_preview_lists_the_pairs_a_change_would_start_or_stop_serving(
     assert hit.headers["x-deja-cache"] == "semantic"
     await signed_in(console, "quality")
     page = console.page
+    await expect(page.locator("#levels")).to_contain_text("0.700")  # the settings have loaded
     await page.select_option("#setting-what", "theta")
     await page.fill("#setting-value", "0.999")
     await expect(page.locator("#preview[data-state=ready][data-value='0.999']")).to_be_visible()

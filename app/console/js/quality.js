@@ -137,8 +137,9 @@ class Setter {
     const later = debounce(() => this.runPreview(), 150);
     for (const el of [this.what, this.level]) el.addEventListener("change", () => this.reset());
     this.name.addEventListener("input", () => this.reset());
-    this.range.addEventListener("input", () => { this.value.value = this.range.value; later(); });
-    this.value.addEventListener("input", () => { this.range.value = this.value.value; later(); });
+    this.edited = false;  // a value typed before the first settings arrive is kept
+    this.range.addEventListener("input", () => { this.edited = true; this.value.value = this.range.value; later(); });
+    this.value.addEventListener("input", () => { this.edited = true; this.range.value = this.value.value; later(); });
     this.save.addEventListener("click", () => this.store());
   }
 
@@ -156,7 +157,7 @@ class Setter {
     const first = this.sem === null;
     this.sem = sem;
     clear(this.levels, levelsTable(sem, (w, l, n) => this.removeOverride(w, l, n)));
-    if (first) this.reset();
+    if (first && !this.edited) this.reset();
   }
 
   scope() {
@@ -184,6 +185,7 @@ class Setter {
       this.range.value = String(this.resolved());
       this.value.value = String(this.resolved());
     }
+    this.edited = false;
     this.save.disabled = true;
     clear(this.preview, h("p", { class: "note" }, IDLE));
     this.onPreview(null);
