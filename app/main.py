@@ -4,6 +4,7 @@ fast path. Every resource comes from ``Gateway.build``."""
 from __future__ import annotations
 
 import contextlib
+import copy
 from collections.abc import AsyncIterator, Callable
 from typing import BinaryIO
 
@@ -34,10 +35,15 @@ from middleware.bodyread import BodyReadTimeout
 
 def _head_where_get(router: APIRouter) -> APIRouter:
     """HEAD wherever GET works (Starlette's plain routes do so already; FastAPI's do not):
-    the same handler, and the server sends the headers without the body."""
+    the same handler, and the server sends the headers without the body. The HEAD twin stays
+    out of the OpenAPI schema, which would otherwise hold each GET's operation id twice."""
+    heads = []
     for route in router.routes:
         if isinstance(route, APIRoute) and route.methods and "GET" in route.methods:
-            route.methods.add("HEAD")
+            head = copy.copy(route)
+            head.methods, head.include_in_schema = {"HEAD"}, False
+            heads.append(head)
+    router.routes.extend(heads)
     return router
 
 
