@@ -152,7 +152,7 @@ class Gateway:
             gateway = await cls._open(stack, settings, reload, span_exporter, access_sink)
             gateway.labels = LabelledPairs.load(settings.data_dir / LABELS_FILE)
             if gateway.learning is not None:
-                gateway.labels.subscribe(learn_labels(gateway.learning))
+                learn_labels(gateway.labels, gateway.learning)
             if gateway.corpora is not None and settings.corpus_preload:
                 await preload(gateway.corpora, settings)
             await asyncio.gather(gateway.discovery.refresh(), gateway.monitor.check_once())

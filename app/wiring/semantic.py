@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +30,7 @@ from deja.semantic.cutoffs import CALIBRATION_FILE, CalibrationTable, load_table
 from deja.semantic.evidence import Evidence
 from deja.semantic.index import QUESTIONS, VectorStore
 from deja.semantic.judge import Judge
-from deja.semantic.labelled import Label
+from deja.semantic.labelled import Label, LabelledPairs
 from deja.semantic.learning import Learning
 from deja.semantic.promote import Promoter
 from deja.semantic.shadow import OnVerdict, ShadowChecks
@@ -341,13 +340,19 @@ class SemanticParts:
         )
 
 
-def learn_labels(learning: Learning) -> Callable[[Label], None]:
-    """An operator's label (console) is evidence about the entry it names."""
+def learn_labels(labels: LabelledPairs, learning: Learning) -> None:
+    """An operator's label (console) is evidence about the entry it names; labelling the pair
+    again replaces it, and removing the label withdraws it."""
 
     def told(label: Label) -> None:
-        learning.judged(label.entry_id, score=label.score, same=label.same, source="label")
+        learning.judged(
+            label.entry_id, score=label.score, same=label.same, source="label", key=label.id
+        )
 
-    return told
+    def removed(label: Label) -> None:
+        learning.withdrawn(label.entry_id, label.id)
+
+    labels.subscribe(told, removed)
 
 
 def shadow_verdict(learning: Learning) -> OnVerdict:

@@ -58,6 +58,9 @@ class Verdict:
     score: float | None
     correct: bool
     source: Source
+    #: What the verdict is about when a later verdict on the same thing replaces it (an
+    #: operator's label names its pair: labelling the pair again replaces the first label).
+    key: str | None = None
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -97,8 +100,11 @@ class Evidence:
         score: float | None,
         correct: bool,
         source: Source,
+        key: str | None = None,
     ) -> None:
-        """Add one verdict about ``entry_id`` (an alias's verdicts go to its entry)."""
+        """Add one verdict about ``entry_id`` (an alias's verdicts go to its entry). A verdict
+        with a ``key`` replaces the entry's earlier verdict with that key: a re-labelled pair
+        counts once, as last labelled."""
         found = self._by_entry.get(entry_id)
         if found is None:
             found = self._by_entry[entry_id] = deque(maxlen=self.per_entry)
@@ -106,7 +112,20 @@ class Evidence:
                 self._by_entry.popitem(last=False)
         else:
             self._by_entry.move_to_end(entry_id)
-        found.append(Verdict(time.time(), score, correct, source))
+            if key is not None:
+                self.withdraw(entry_id, key)
+        found.append(Verdict(time.time(), score, correct, source, key))
+
+    def withdraw(self, entry_id: str, key: str) -> bool:
+        """Drop the entry's verdict with ``key`` (an operator removed the label); whether
+        there was one."""
+        found = self._by_entry.get(entry_id)
+        if not found or not any(v.key == key for v in found):
+            return False
+        kept = [v for v in found if v.key != key]
+        found.clear()
+        found.extend(kept)
+        return True
 
     def of(self, entry_id: str) -> tuple[Verdict, ...]:
         """The entry's verdicts, oldest first (none: empty)."""

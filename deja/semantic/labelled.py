@@ -124,7 +124,7 @@ class LabelledPairs:
         self._labels: dict[str, Label] = {}
         self._lines = 0
         self._seen: tuple[int, int] | None = None
-        self._subscribers: list[Subscriber] = []
+        self._subscribers: list[tuple[Subscriber, Subscriber | None]] = []
         self._lock = asyncio.Lock()
 
     @classmethod
@@ -139,12 +139,14 @@ class LabelledPairs:
                 log.warning("labelled pairs: %d unreadable line(s) in %s", pairs.skipped, path)
         return pairs
 
-    def subscribe(self, callback: Subscriber) -> Callable[[], None]:
-        """Call ``callback`` with each label added (a changed label too), on the event loop,
-        after it is saved; returns the call that unsubscribes. A callback must not raise: its
-        exception reaches the caller of ``add`` (the label stays saved)."""
-        self._subscribers.append(callback)
-        return lambda: self._subscribers.remove(callback)
+    def subscribe(self, added: Subscriber, removed: Subscriber | None = None) -> Callable[[], None]:
+        """Call ``added`` with each label added (a changed label too) and ``removed`` with each
+        label removed, on the event loop, after the change is saved; returns the call that
+        unsubscribes. A callback must not raise: its exception reaches the caller of ``add`` or
+        ``remove`` (the change stays saved)."""
+        pair = (added, removed)
+        self._subscribers.append(pair)
+        return lambda: self._subscribers.remove(pair)
 
     def __len__(self) -> int:
         return len(self._labels)
@@ -164,14 +166,19 @@ class LabelledPairs:
         )
         async with self._lock:
             await asyncio.to_thread(self._write, label, label.as_json())
-        for callback in list(self._subscribers):
-            callback(label)
+        for added, _ in list(self._subscribers):
+            added(label)
         return label
 
     async def remove(self, pair: str) -> Label | None:
         """Forget the pair named ``pair``; its label, or None when there was none."""
         async with self._lock:
-            return await asyncio.to_thread(self._write, pair, {"removed": pair})
+            before = await asyncio.to_thread(self._write, pair, {"removed": pair})
+        if before is not None:
+            for _, removed in list(self._subscribers):
+                if removed is not None:
+                    removed(before)
+        return before
 
     async def recent(self, *, tenant: str | None = None, limit: int | None = None) -> list[Label]:
         """Newest first, optionally of one tenant (every process's, through the file)."""

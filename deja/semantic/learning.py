@@ -63,7 +63,20 @@ class Learning:
         base = self.thresholds.precision.resolve(tenant, model)
         self.correction.observe(tenant, correct, base)
 
-    def judged(self, entry_id: str, *, score: float | None, same: bool, source: Source) -> None:
+    def judged(
+        self,
+        entry_id: str,
+        *,
+        score: float | None,
+        same: bool,
+        source: Source,
+        key: str | None = None,
+    ) -> None:
         """A verdict on a pair that was not served (the judge on a grey-zone candidate, a
-        label on a near miss): the entry's evidence only."""
-        self.evidence.record(entry_id, score=score, correct=same, source=source)
+        label on a near miss): the entry's evidence only. ``key`` names the pair when a later
+        verdict on it replaces this one (an operator's label)."""
+        self.evidence.record(entry_id, score=score, correct=same, source=source, key=key)
+
+    def withdrawn(self, entry_id: str, key: str) -> None:
+        """The verdict named ``key`` no longer holds (an operator removed their label)."""
+        self.evidence.withdraw(entry_id, key)

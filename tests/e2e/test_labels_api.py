@@ -97,6 +97,25 @@ async def test_a_label_is_saved_listed_changed_audited_and_removed(gw: Admin) ->
     assert actions[0]["action"] == "semantic.unlabel" and actions[0]["pair"] == saved["id"]
 
 
+async def test_labels_are_the_entrys_evidence_once_each_until_removed(
+    sims: SimCluster, make_gateway: Any, tmp_path: Path
+) -> None:
+    """With the semantic layer on, a label is evidence about its entry: a changed label replaces
+    the pair's first one, and removing it withdraws it."""
+    settings = {"admin_key": KEY, "data_dir": tmp_path, "semantic_enabled": True}
+    async with make_gateway(replicas=sims.urls, **settings) as (url, app):
+        gw = Admin(url, app)
+        learning = app.state.gateway.learning
+        assert learning is not None
+        first = await gw.call("POST", "/admin/semantic/labels", json=PAIR)
+        await gw.call("POST", "/admin/semantic/labels", json={**PAIR, "label": "different"})
+        await gw.call("POST", "/admin/semantic/labels", json={**PAIR, "question": "Reset it?"})
+        assert sorted(v.correct for v in learning.evidence.of(PAIR["entry_id"])) == [False, True]
+        await gw.call("DELETE", f"/admin/semantic/labels/{first['id']}")
+        assert [v.correct for v in learning.evidence.of(PAIR["entry_id"])] == [True]
+        await gw.http.aclose()
+
+
 @pytest.mark.parametrize(
     ("change", "param"),
     [

@@ -108,13 +108,17 @@ async def test_another_process_s_labels_are_read_through_the_file(tmp_path: Path
 async def test_subscribers_get_each_new_label_until_they_unsubscribe() -> None:
     pairs = LabelledPairs(None)
     seen: list[Label] = []
-    stop = pairs.subscribe(seen.append)
+    gone: list[Label] = []
+    stop = pairs.subscribe(seen.append, gone.append)
     await pairs.add(label(1))
     await pairs.add(label(1, same=False))
     await pairs.remove(label(1).id)
+    await pairs.remove(label(1).id)  # nothing left to remove: no call
     stop()
     await pairs.add(label(2))
+    await pairs.remove(label(2).id)
     assert [(x.question, x.same) for x in seen] == [("asked 1?", True), ("asked 1?", False)]
+    assert [(x.question, x.same) for x in gone] == [("asked 1?", False)]
     assert all(isinstance(x, Label) for x in seen)
 
 

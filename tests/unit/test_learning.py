@@ -47,6 +47,26 @@ def test_evidence_is_bounded_per_entry_and_in_entries() -> None:
     assert len(evidence) == 3 and "e" not in evidence  # the least recently told went
 
 
+def test_a_relabelled_pair_counts_once_as_last_labelled() -> None:
+    evidence = Evidence()
+    evidence.record("e", score=0.7, correct=False, source="label", key="pair-1")
+    assert evidence.cutoff("e", TAU, FLOOR, PRIOR, TARGET) == 0.7 + evidence.step
+    # the operator changes their mind: the pair's first label no longer holds the entry up
+    evidence.record("e", score=0.7, correct=True, source="label", key="pair-1")
+    assert [v.correct for v in evidence.of("e")] == [True]
+    assert evidence.cutoff("e", TAU, FLOOR, PRIOR, TARGET) == TAU
+    # another pair's label, and keyless verdicts, are kept beside it
+    evidence.record("e", score=0.45, correct=True, source="label", key="pair-2")
+    evidence.record("e", score=0.4, correct=True, source="judge")
+    evidence.record("e", score=0.4, correct=True, source="judge")
+    evidence.record("e", score=0.5, correct=True, source="label", key="pair-1")
+    assert [v.source for v in evidence.of("e")] == ["label", "judge", "judge", "label"]
+    # removing the label withdraws it; the others stay
+    assert evidence.withdraw("e", "pair-1") and not evidence.withdraw("e", "pair-1")
+    assert [v.key for v in evidence.of("e")] == ["pair-2", None, None]
+    assert not evidence.withdraw("unknown", "pair-2")
+
+
 def correction(**kw: Any) -> tuple[Correction, list[dict[str, Any]]]:
     moves: list[dict[str, Any]] = []
     made = Correction(high=0.95, window=50, min_verdicts=20, on_move=moves.append, **kw)
