@@ -120,9 +120,9 @@ class Evidence:
         """Drop the entry's verdict with ``key`` (an operator removed the label); whether
         there was one."""
         found = self._by_entry.get(entry_id)
-        if not found or not any(v.key == key for v in found):
+        kept = [v for v in found or () if v.key != key]
+        if found is None or len(kept) == len(found):
             return False
-        kept = [v for v in found if v.key != key]
         found.clear()
         found.extend(kept)
         return True
