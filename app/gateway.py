@@ -262,6 +262,8 @@ class Gateway:
             work.append(_sweep_forever(self.semantic, settings.semantic_sweep_seconds))
         if self.corpora is not None and self.corpora.store.shared:
             work.append(self.corpora.refresh_forever(settings.corpus_refresh_seconds))
+        if self.learning is not None and self.labels.path is not None:
+            work.append(self.labels.follow(settings.labels_refresh_seconds))
         if self.keys_file is not None and settings.keys_reload_seconds > 0:
             work.append(self.keys_file.follow(settings.keys_reload_seconds, self.install_keys))
         loop = asyncio.get_running_loop()

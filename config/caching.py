@@ -193,6 +193,11 @@ class CacheSettings(BaseModel):
     semantic_sweep_seconds: PositiveFloat = Field(
         60.0, description="How often expired vectors are deleted."
     )
+    labels_refresh_seconds: PositiveFloat = Field(
+        5.0,
+        description="How often the labelled-pairs file is re-read for labels other processes "
+        "on the data dir wrote, so they become this process's per-entry evidence too.",
+    )
     qdrant_url: str | None = Field(
         None, description="Qdrant server URL; unset = embedded Qdrant Edge under data_dir."
     )

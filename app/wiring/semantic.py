@@ -341,8 +341,9 @@ class SemanticParts:
 
 
 def learn_labels(labels: LabelledPairs, learning: Learning) -> None:
-    """An operator's label (console) is evidence about the entry it names; labelling the pair
-    again replaces it, and removing the label withdraws it."""
+    """An operator's label (console) is evidence about the entry it names, from the labels
+    already on disk at start-up on, whichever process wrote it; labelling the pair again
+    replaces it, and removing the label (or its drop past the bound) withdraws it."""
 
     def told(label: Label) -> None:
         learning.judged(
@@ -352,7 +353,7 @@ def learn_labels(labels: LabelledPairs, learning: Learning) -> None:
     def removed(label: Label) -> None:
         learning.withdrawn(label.entry_id, label.id)
 
-    labels.subscribe(told, removed)
+    labels.subscribe(told, removed, replay=True)
 
 
 def shadow_verdict(learning: Learning) -> OnVerdict:

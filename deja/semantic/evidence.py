@@ -6,8 +6,9 @@ decision score: the shadow re-ask agreed or not, the judge said "same" or not ab
 grey-zone candidate, an app or an admin said right or wrong, an operator labelled the pair. Each
 entry keeps its last ``per_entry`` verdicts; at most ``entries`` entries are remembered (least
 recently told forgotten first). Memory, measured full with ``tracemalloc`` (20,000 entries ×
-16 verdicts, 64-character ids): 54.6 MB, ~170 bytes a verdict with its share of the key and the
-deque. Evidence is per process and lost at a restart.
+16 verdicts, 64-character ids): 57.2 MB, ~180 bytes a verdict with its share of the key and the
+deque. Evidence is per process and lost at a restart, except operators' labels, which are kept
+on disk and told again at start-up (``deja.semantic.labelled``).
 
 **The cut-off model.** Each entry starts at the calibrated τ of the request's target (the table
 fitted offline). Its evidence moves it two ways:

@@ -3,7 +3,10 @@ served, marked "same" (one answer serves both) or "different".
 
 They are the gateway's own calibration data: ``calibration_jsonl`` writes them in the format ``deja
 calibrate --pairs FILE`` reads (``{"a": cached, "b": asked, "duplicate": bool}``), and
-``subscribe`` hands each new label to whoever keeps per-entry evidence.
+``subscribe`` hands each label to whoever keeps per-entry evidence: the labels already on disk
+when it subscribes, then each label added, changed or removed, by this process or (seen when
+the file is re-read: on the next call, or every ``follow`` interval) by another one. A label
+dropped past the bound counts as removed.
 
 A pair is one (tenant, model, asked question, cached question): labelling it again replaces
 its label (``pair_id`` names it). At most ``MAX_LABELS`` are kept, the oldest dropped first:
@@ -17,7 +20,7 @@ since its own last write, so every worker lists every worker's labels. A line th
 parse (a torn tail after a crash) is skipped and counted.
 
 All file work runs in a worker thread, one operation at a time (an ``asyncio.Lock``); the
-subscribers run on the event loop after the label is on disk.
+subscribers run on the event loop after the change is on disk.
 """
 
 from __future__ import annotations
@@ -112,6 +115,14 @@ def _parse(line: str) -> Label | str | None:
 
 
 Subscriber = Callable[[Label], None]
+#: A change the subscribers hear of: the label, and whether it was added (else removed).
+Change = tuple[Label, bool]
+
+
+def changes(before: dict[str, Label], after: dict[str, Label]) -> list[Change]:
+    """What turned ``before`` into ``after``: labels gone, then labels new or changed."""
+    gone = [(x, False) for key, x in before.items() if key not in after]
+    return gone + [(x, True) for key, x in after.items() if before.get(key) != x]
 
 
 class LabelledPairs:
@@ -139,13 +150,20 @@ class LabelledPairs:
                 log.warning("labelled pairs: %d unreadable line(s) in %s", pairs.skipped, path)
         return pairs
 
-    def subscribe(self, added: Subscriber, removed: Subscriber | None = None) -> Callable[[], None]:
+    def subscribe(
+        self, added: Subscriber, removed: Subscriber | None = None, *, replay: bool = False
+    ) -> Callable[[], None]:
         """Call ``added`` with each label added (a changed label too) and ``removed`` with each
-        label removed, on the event loop, after the change is saved; returns the call that
-        unsubscribes. A callback must not raise: its exception reaches the caller of ``add`` or
-        ``remove`` (the change stays saved)."""
+        label removed or dropped past the bound, this process's or another's, on the event loop
+        after the change is saved; with ``replay``, first call ``added`` with each label this
+        process holds now. Returns the call that unsubscribes. A callback must not raise: its
+        exception reaches the caller of ``add``, ``remove``, ``recent`` or ``refresh`` (the
+        change stays saved)."""
         pair = (added, removed)
         self._subscribers.append(pair)
+        if replay:
+            for label in list(self._labels.values()):
+                added(label)
         return lambda: self._subscribers.remove(pair)
 
     def __len__(self) -> int:
@@ -165,43 +183,70 @@ class LabelledPairs:
             cached_question=label.cached_question[:TEXT_LIMIT],
         )
         async with self._lock:
-            await asyncio.to_thread(self._write, label, label.as_json())
-        for added, _ in list(self._subscribers):
-            added(label)
+            _, seen = await asyncio.to_thread(self._write, label, label.as_json())
+        self._tell([*seen, (label, True)])
         return label
 
     async def remove(self, pair: str) -> Label | None:
         """Forget the pair named ``pair``; its label, or None when there was none."""
         async with self._lock:
-            before = await asyncio.to_thread(self._write, pair, {"removed": pair})
-        if before is not None:
-            for _, removed in list(self._subscribers):
-                if removed is not None:
-                    removed(before)
+            before, seen = await asyncio.to_thread(self._write, pair, {"removed": pair})
+        self._tell(seen if before is None else [*seen, (before, False)])
         return before
 
     async def recent(self, *, tenant: str | None = None, limit: int | None = None) -> list[Label]:
         """Newest first, optionally of one tenant (every process's, through the file)."""
-        async with self._lock:
-            labels = await asyncio.to_thread(self._current)
+        labels = await self.refresh()
         kept = [x for x in reversed(labels) if tenant is None or x.tenant == tenant]
         return kept if limit is None else kept[:limit]
 
+    async def refresh(self) -> list[Label]:
+        """Every label, oldest first, after re-reading the file if another process wrote to
+        it (the subscribers hear what changed)."""
+        async with self._lock:
+            labels, seen = await asyncio.to_thread(self._current)
+        self._tell(seen)
+        return labels
+
+    async def follow(self, seconds: float) -> None:
+        """Re-read the file every ``seconds`` (a background task), so that another process's
+        labels reach the subscribers without a call here."""
+        while True:
+            await asyncio.sleep(seconds)
+            try:
+                await self.refresh()
+            except OSError as exc:  # a full or unreadable disk: try again next time
+                log.warning("labelled pairs: cannot re-read %s: %s", self.path, exc)
+
+    def _tell(self, seen: list[Change]) -> None:
+        for label, added in seen:
+            for on_added, on_removed in list(self._subscribers):
+                if added:
+                    on_added(label)
+                elif on_removed is not None:
+                    on_removed(label)
+
     # ------------------------------------------------------------- the file, in a thread
 
-    def _current(self) -> list[Label]:
+    def _current(self) -> tuple[list[Label], list[Change]]:
+        seen: list[Change] = []
         if self.path is not None:
             with self._locked():
-                self._refresh()
-        return list(self._labels.values())
+                seen = self._refresh()
+        return list(self._labels.values()), seen
 
-    def _write(self, change: Label | str, line: dict[str, Any]) -> Label | None:
-        """Apply one change in memory and append its line, under the file's lock."""
+    def _write(
+        self, change: Label | str, line: dict[str, Any]
+    ) -> tuple[Label | None, list[Change]]:
+        """Apply one change in memory and append its line, under the file's lock; the label it
+        replaced or removed, and what else changed (other processes' labels, labels dropped
+        past the bound)."""
         with self._locked():
-            self._refresh()
-            before = self._apply(change)
+            seen = self._refresh()
+            before, dropped = self._apply(change)
+            seen += [(x, False) for x in dropped]
             if self.path is None:
-                return before
+                return before, seen
             with self.path.open("a", encoding="utf-8") as handle:
                 handle.write(json.dumps(line, ensure_ascii=False) + "\n")
                 handle.flush()
@@ -210,23 +255,27 @@ class LabelledPairs:
             if self._lines > 2 * self.size:
                 self._compact()
             self._seen = self._stat()
-            return before
+            return before, seen
 
-    def _apply(self, change: Label | str) -> Label | None:
+    def _apply(self, change: Label | str) -> tuple[Label | None, list[Label]]:
+        """The label replaced or removed, and the labels dropped past the bound."""
         if isinstance(change, str):
-            return self._labels.pop(change, None)
+            return self._labels.pop(change, None), []
         before = self._labels.pop(change.id, None)
         self._labels[change.id] = change
+        dropped: list[Label] = []
         while len(self._labels) > self.size:
-            del self._labels[next(iter(self._labels))]
-        return before
+            dropped.append(self._labels.pop(next(iter(self._labels))))
+        return before, dropped
 
-    def _refresh(self) -> None:
+    def _refresh(self) -> list[Change]:
         if self.path is not None and self._stat() != self._seen:
-            self._reread()
+            return self._reread()
+        return []
 
-    def _reread(self) -> None:
-        self._labels.clear()
+    def _reread(self) -> list[Change]:
+        """Rebuild the labels from the file; what changed since this process's last view."""
+        before, self._labels = self._labels, {}
         self._lines = self.skipped = 0
         for line in self._file_lines():
             parsed = _parse(line)
@@ -236,6 +285,7 @@ class LabelledPairs:
                 self._apply(parsed)
             self._lines += 1
         self._seen = self._stat()
+        return changes(before, self._labels)
 
     def _file_lines(self) -> Iterator[str]:
         assert self.path is not None

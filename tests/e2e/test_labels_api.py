@@ -14,7 +14,8 @@ import pytest
 from click.testing import CliRunner
 
 from app.cli.main import main as deja
-from deja.semantic.labelled import Label
+from deja.semantic.labelled import FILE_NAME as LABELS_FILE
+from deja.semantic.labelled import Label, LabelledPairs
 from deja.semantic.pairs import read_pairs
 from sim.runner import SimCluster
 
@@ -114,6 +115,53 @@ async def test_labels_are_the_entrys_evidence_once_each_until_removed(
         await gw.call("DELETE", f"/admin/semantic/labels/{first['id']}")
         assert [v.correct for v in learning.evidence.of(PAIR["entry_id"])] == [True]
         await gw.http.aclose()
+
+
+async def test_labels_on_disk_and_another_process_s_labels_are_evidence_too(
+    sims: SimCluster, make_gateway: Any, tmp_path: Path
+) -> None:
+    """After a restart the labels on disk are the entry's evidence again, and a label another
+    gateway process on the same data dir writes reaches this one's evidence within the
+    re-read interval, with no call here; its removal withdraws it."""
+    settings = {
+        "admin_key": KEY,
+        "data_dir": tmp_path,
+        "semantic_enabled": True,
+        "labels_refresh_seconds": 0.05,
+    }
+    async with make_gateway(replicas=sims.urls, **settings) as (url, app):
+        await Admin(url, app).call(
+            "POST", "/admin/semantic/labels", json={**PAIR, "label": "different"}
+        )
+    async with make_gateway(replicas=sims.urls, **settings) as (url, app):
+        evidence = app.state.gateway.learning.evidence
+        assert [v.correct for v in evidence.of(PAIR["entry_id"])] == [False]
+        other = LabelledPairs.load(tmp_path / LABELS_FILE)  # as another worker holds it
+        told = Label(
+            1.0,
+            "acme",
+            "sim-model",
+            "Reset it?",
+            PAIR["cached_question"],
+            PAIR["entry_id"],
+            0.9,
+            0.8,
+            True,
+            "admin:other",
+        )
+        await other.add(told)
+        assert await eventually(lambda: len(evidence.of(PAIR["entry_id"])) == 2)
+        await other.remove(told.id)
+        assert await eventually(lambda: len(evidence.of(PAIR["entry_id"])) == 1)
+        assert [v.correct for v in evidence.of(PAIR["entry_id"])] == [False]
+
+
+async def eventually(check: Any, seconds: float = 5.0) -> bool:
+    for _ in range(int(seconds / 0.02)):
+        if check():
+            return True
+        await asyncio.sleep(0.02)
+    return bool(check())
 
 
 @pytest.mark.parametrize(

@@ -3,6 +3,7 @@ by processes on one data dir, handed to subscribers, exported as ``deja calibrat
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
@@ -120,6 +121,81 @@ async def test_subscribers_get_each_new_label_until_they_unsubscribe() -> None:
     assert [(x.question, x.same) for x in seen] == [("asked 1?", True), ("asked 1?", False)]
     assert [(x.question, x.same) for x in gone] == [("asked 1?", False)]
     assert all(isinstance(x, Label) for x in seen)
+
+
+def pairs_of(seen: list[tuple[Label, bool]]) -> list[tuple[str, bool, bool]]:
+    return [(x.question, x.same, added) for x, added in seen]
+
+
+def listen(pairs: LabelledPairs, *, replay: bool = False) -> list[tuple[Label, bool]]:
+    seen: list[tuple[Label, bool]] = []
+    pairs.subscribe(
+        lambda x: seen.append((x, True)), lambda x: seen.append((x, False)), replay=replay
+    )
+    return seen
+
+
+async def test_a_subscriber_hears_the_labels_already_on_disk_when_it_asks(tmp_path: Path) -> None:
+    path = tmp_path / FILE_NAME
+    before = LabelledPairs.load(path)
+    await before.add(label(1))
+    await before.add(label(2, same=False))
+    restarted = LabelledPairs.load(path)
+    assert listen(restarted) == []
+    assert pairs_of(listen(restarted, replay=True)) == [
+        ("asked 1?", True, True),
+        ("asked 2?", False, True),
+    ]
+
+
+async def test_another_process_s_changes_reach_the_subscribers(tmp_path: Path) -> None:
+    path = tmp_path / FILE_NAME
+    mine, other = LabelledPairs.load(path), LabelledPairs.load(path)
+    seen = listen(mine)
+    await other.add(label(1))
+    await other.add(label(2))
+    assert seen == []  # nothing until this process reads the file
+    await mine.refresh()
+    await mine.refresh()  # the file did not move since: nothing new
+    assert pairs_of(seen) == [("asked 1?", True, True), ("asked 2?", True, True)]
+    seen.clear()
+    await other.add(label(1, same=False))  # relabelled
+    await other.remove(label(2).id)
+    await mine.add(label(3))  # a call of this process reads the file first
+    assert pairs_of(seen) == [
+        ("asked 2?", True, False),
+        ("asked 1?", False, True),
+        ("asked 3?", True, True),
+    ]
+
+
+async def test_labels_dropped_past_the_bound_are_heard_as_removed(tmp_path: Path) -> None:
+    pairs = LabelledPairs.load(tmp_path / FILE_NAME, size=2)
+    seen = listen(pairs)
+    for n in range(3):
+        await pairs.add(label(n))
+    assert pairs_of(seen) == [
+        ("asked 0?", True, True),
+        ("asked 1?", True, True),
+        ("asked 0?", True, False),
+        ("asked 2?", True, True),
+    ]
+
+
+async def test_follow_brings_another_process_s_labels_without_a_call(tmp_path: Path) -> None:
+    path = tmp_path / FILE_NAME
+    mine, other = LabelledPairs.load(path), LabelledPairs.load(path)
+    seen = listen(mine)
+    task = asyncio.create_task(mine.follow(0.01))
+    try:
+        await other.add(label(1))
+        for _ in range(200):
+            if seen:
+                break
+            await asyncio.sleep(0.01)
+    finally:
+        task.cancel()
+    assert pairs_of(seen) == [("asked 1?", True, True)]
 
 
 async def test_texts_are_cut_and_the_cut_pair_is_still_found() -> None:
