@@ -130,24 +130,24 @@ async def test_labels_on_disk_and_another_process_s_labels_are_evidence_too(
         "labels_refresh_seconds": 0.05,
     }
     async with make_gateway(replicas=sims.urls, **settings) as (url, app):
-        await Admin(url, app).call(
-            "POST", "/admin/semantic/labels", json={**PAIR, "label": "different"}
-        )
+        first = Admin(url, app)
+        await first.call("POST", "/admin/semantic/labels", json={**PAIR, "label": "different"})
+        await first.http.aclose()
     async with make_gateway(replicas=sims.urls, **settings) as (url, app):
         evidence = app.state.gateway.learning.evidence
         assert [v.correct for v in evidence.of(PAIR["entry_id"])] == [False]
         other = LabelledPairs.load(tmp_path / LABELS_FILE)  # as another worker holds it
         told = Label(
-            1.0,
-            "acme",
-            "sim-model",
-            "Reset it?",
-            PAIR["cached_question"],
-            PAIR["entry_id"],
-            0.9,
-            0.8,
-            True,
-            "admin:other",
+            at=1.0,
+            tenant="acme",
+            model="sim-model",
+            question="Reset it?",
+            cached_question=PAIR["cached_question"],
+            entry_id=PAIR["entry_id"],
+            similarity=0.9,
+            score=0.8,
+            same=True,
+            who="admin:other",
         )
         await other.add(told)
         assert await eventually(lambda: len(evidence.of(PAIR["entry_id"])) == 2)
