@@ -72,6 +72,13 @@ class Env:
         )
 
 
+def fresh_tag() -> str:
+    """A suffix that makes a question new to the module's shared cache: a six-digit number,
+    so the mismatch check keeps it apart from the same question asked by another test (a hex
+    tag without a digit was served that question's answer, 0.4% of the time)."""
+    return f"(ref {100_000 + uuid.uuid4().int % 900_000})"
+
+
 def write_keys(path: Path) -> Path:
     tenants: dict[str, Any] = {name: {"key_hashes": [key_hash(k)]} for name, k in KEYS.items()}
     tenants["lenient"]["rag_on_failure"] = "answer"
@@ -135,8 +142,8 @@ async def test_questions_retrieving_the_same_chunks_share_a_prefix_key(env: Env)
 
 async def test_a_changed_document_invalidates_exactly_its_answers(env: Env) -> None:
     corpus = {"X-Deja-Corpus": "handbook"}
-    billing = f"When are invoices sent? ({uuid.uuid4().hex[:6]})"
-    install = f"What does installing the gateway need? ({uuid.uuid4().hex[:6]})"
+    billing = f"When are invoices sent? {fresh_tag()}"
+    install = f"What does installing the gateway need? {fresh_tag()}"
     assert (await env.ask("acme", billing, **corpus)).headers["x-deja-cache"] == "miss"
     first = await env.ask("acme", install, **corpus)
     assert first.headers["x-deja-sources"] == "guide/install.md@1"
@@ -169,7 +176,7 @@ async def test_a_tenant_never_sees_another_tenants_corpus(env: Env) -> None:
 
 
 async def test_context_id_hits_across_retrieved_chunk_orders(env: Env) -> None:
-    question = f"What does the context say about refunds? {uuid.uuid4().hex[:6]}"
+    question = f"What does the context say about refunds? {fresh_tag()}"
 
     async def ask(context: str, context_id: str | None) -> Any:
         headers = {"X-Deja-Context-Id": context_id} if context_id else {}
@@ -273,7 +280,7 @@ async def test_a_metadata_filter_narrows_retrieval_and_the_scope(env: Env) -> No
         headers={**ADMIN, "content-type": "text/markdown"},
     )
     assert reply.status_code == 200
-    tag = uuid.uuid4().hex[:6]
+    tag = fresh_tag()
     filter_es = {"X-Deja-Corpus": "handbook", "X-Deja-Corpus-Filter": "lang=es"}
     filtered = await env.ask("acme", f"¿Cuándo se envían las facturas? {tag}", **filter_es)
     assert filtered.headers["x-deja-sources"] == "es/facturas.md@1"
