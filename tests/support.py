@@ -12,6 +12,7 @@ import socket
 import subprocess
 import tempfile
 import time
+import uuid
 from collections.abc import AsyncIterator, Callable, Generator
 from pathlib import Path
 from typing import Any
@@ -205,3 +206,10 @@ async def labelled_sim(folder: Path, *questions: str) -> AsyncIterator[Any]:
         yield cluster
     finally:
         await cluster.stop()
+
+
+def fresh_tag() -> str:
+    """A suffix that makes a question new to the module's shared cache: a six-digit number,
+    so the mismatch check keeps it apart from the same question asked by another test (a hex
+    tag without a digit was served that question's answer, 0.4% of the time)."""
+    return f"(ref {100_000 + uuid.uuid4().int % 900_000})"

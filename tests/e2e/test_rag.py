@@ -4,7 +4,6 @@ corpora are per tenant, and ``X-Deja-Context-Id`` scopes apps that retrieve on t
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,7 @@ import yaml
 
 from deja.tenancy.keyring import key_hash
 from sim.runner import SimCluster
-from tests.support import SIM_MODEL
+from tests.support import SIM_MODEL, fresh_tag
 
 pytestmark = pytest.mark.e2e
 
@@ -70,13 +69,6 @@ class Env:
             for line in text.splitlines()
             if line.startswith('deja_retrievals_total{outcome="ok"}')
         )
-
-
-def fresh_tag() -> str:
-    """A suffix that makes a question new to the module's shared cache: a six-digit number,
-    so the mismatch check keeps it apart from the same question asked by another test (a hex
-    tag without a digit was served that question's answer, 0.4% of the time)."""
-    return f"(ref {100_000 + uuid.uuid4().int % 900_000})"
 
 
 def write_keys(path: Path) -> Path:

@@ -7,7 +7,6 @@ questions (issue 21)."""
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ import yaml
 from deja.tenancy.keyring import key_hash
 from sim.config import SimConfig
 from sim.runner import SimCluster, start_simulators
-from tests.support import SIM_MODEL
+from tests.support import SIM_MODEL, fresh_tag
 
 pytestmark = pytest.mark.e2e
 
@@ -105,8 +104,8 @@ async def env(
 
 
 async def test_changing_one_document_keeps_the_other_documents_answers(env: Env) -> None:
-    bread = f"What bread does the bakery bake? ({uuid.uuid4().hex[:6]})"
-    steps = f"How many steps does the lighthouse keeper climb? ({uuid.uuid4().hex[:6]})"
+    bread = f"What bread does the bakery bake? {fresh_tag()}"
+    steps = f"How many steps does the lighthouse keeper climb? {fresh_tag()}"
     first = await env.ask(bread, **CORPUS)
     assert first.headers["x-deja-cache"] == "miss"
     assert first.headers["x-deja-sources"] == "bakery.md@1"  # not the lighthouse: top-k 4
@@ -133,7 +132,7 @@ async def test_a_streamed_answer_carries_its_sources_and_a_hit_replays_them(
     producer: both put the sources on the finishing chunk. (Not "when does the bakery
     open?": the temporal classifier calls about one in eight of its suffixed forms volatile,
     and a bypass is no miss.)"""
-    question = f"Which breads does the bakery make every day? ({uuid.uuid4().hex[:6]})"
+    question = f"Which breads does the bakery make every day? {fresh_tag()}"
     headers = {**CORPUS, **({"Cache-Control": cache_control} if cache_control else {})}
     expected = [{"corpus": "town", "document": "bakery.md", "version": 1}]
     response, chunks = await env.stream(question, **headers)
@@ -154,7 +153,7 @@ async def test_a_streamed_answer_carries_its_sources_and_a_hit_replays_them(
 async def test_a_question_no_document_bears_on_is_answered_without_context_marked(
     env: Env,
 ) -> None:
-    question = f"What is the boiling point of mercury in kelvin? ({uuid.uuid4().hex[:6]})"
+    question = f"What is the boiling point of mercury in kelvin? {fresh_tag()}"
     for _ in range(2):  # answered without context, marked, never cached
         reply = await env.ask(question, **CORPUS)
         assert reply.headers["x-deja-retrieval"] == "empty"
@@ -224,7 +223,7 @@ async def test_coalesced_followers_of_a_rag_stream_get_its_sources_too(
     ) as (url, app):
         env = Env(url, app)
         await env.ingest("bakery.md", BAKERY)
-        question = f"Which breads does the bakery make every day? ({uuid.uuid4().hex[:6]})"
+        question = f"Which breads does the bakery make every day? {fresh_tag()}"
         expected = [{"corpus": "town", "document": "bakery.md", "version": 1}]
         streams = [env.stream(question, **CORPUS) for _ in range(4)]
         *streamed, plain = await asyncio.gather(*streams, env.ask(question, **CORPUS))
