@@ -211,5 +211,13 @@ async def labelled_sim(folder: Path, *questions: str) -> AsyncIterator[Any]:
 def fresh_tag() -> str:
     """A suffix that makes a question new to the module's shared cache: a six-digit number,
     so the mismatch check keeps it apart from the same question asked by another test (a hex
-    tag without a digit was served that question's answer, 0.4% of the time)."""
+    tag without a digit, 0.28% of 20,000 drawn, was served that question's answer)."""
     return f"(ref {100_000 + uuid.uuid4().int % 900_000})"
+
+
+async def until(condition: Callable[[], bool], within: float = 5.0) -> None:
+    """Wait until ``condition()`` holds; fail the test if it does not within ``within`` s."""
+    deadline = time.monotonic() + within
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached"
+        await asyncio.sleep(0.01)

@@ -18,6 +18,7 @@ from deja.semantic.labelled import FILE_NAME as LABELS_FILE
 from deja.semantic.labelled import Label, LabelledPairs
 from deja.semantic.pairs import read_pairs
 from sim.runner import SimCluster
+from tests.support import until
 
 pytestmark = pytest.mark.e2e
 
@@ -150,18 +151,10 @@ async def test_labels_on_disk_and_another_process_s_labels_are_evidence_too(
             who="admin:other",
         )
         await other.add(told)
-        assert await eventually(lambda: len(evidence.of(PAIR["entry_id"])) == 2)
+        await until(lambda: len(evidence.of(PAIR["entry_id"])) == 2)
         await other.remove(told.id)
-        assert await eventually(lambda: len(evidence.of(PAIR["entry_id"])) == 1)
+        await until(lambda: len(evidence.of(PAIR["entry_id"])) == 1)
         assert [v.correct for v in evidence.of(PAIR["entry_id"])] == [False]
-
-
-async def eventually(check: Any, seconds: float = 5.0) -> bool:
-    for _ in range(int(seconds / 0.02)):
-        if check():
-            return True
-        await asyncio.sleep(0.02)
-    return bool(check())
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ import asyncio
 import contextlib
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -21,7 +21,7 @@ from deja.cache.exact.tracking import TrackedTier
 from deja.errors import CacheUnavailableError
 from deja.redisclient import connect_redis, node_clients
 from sim.runner import SimCluster
-from tests.support import SIM_MODEL, RedisServer, free_port
+from tests.support import SIM_MODEL, RedisServer, free_port, until
 
 pytestmark = pytest.mark.integration
 
@@ -104,13 +104,6 @@ async def tracked_store(url: str) -> AsyncIterator[RedisExactStore]:
     finally:
         await store.close()
         await client.aclose()
-
-
-async def until(condition: Callable[[], bool], within: float = 5.0) -> None:
-    deadline = time.monotonic() + within
-    while not condition():
-        assert time.monotonic() < deadline, "condition not reached"
-        await asyncio.sleep(0.01)
 
 
 def local(store: RedisExactStore, key: str) -> CachedAnswer | None:

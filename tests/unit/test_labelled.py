@@ -16,6 +16,7 @@ from deja.semantic.labelled import (
     pair_id,
 )
 from deja.semantic.pairs import read_pairs
+from tests.support import until
 
 
 def label(n: int = 0, same: bool = True, tenant: str = "t", at: float | None = None) -> Label:
@@ -178,10 +179,7 @@ async def test_follow_brings_another_process_s_labels_without_a_call(tmp_path: P
     task = asyncio.create_task(mine.follow(0.01))
     try:
         await other.add(label(1))
-        for _ in range(200):
-            if seen:
-                break
-            await asyncio.sleep(0.01)
+        await until(lambda: bool(seen), within=2.0)
     finally:
         task.cancel()
     assert heard(seen) == ["+asked 1?"]
