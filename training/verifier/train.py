@@ -93,6 +93,9 @@ def main(argv: list[str] | None = None) -> int:
         "more epochs with a fresh schedule",
     )
     ap.add_argument("--seed", type=int, default=SEED)
+    ap.add_argument(
+        "--device", default="cpu", help="torch device: cpu, or cuda on a GPU machine (TF32 on)"
+    )
     ap.add_argument("--max-tokens", type=int, default=MAX_TOKENS)
     ap.add_argument(
         "--freeze-layers",
@@ -104,6 +107,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     torch.set_num_threads(args.threads)
+    torch.backends.cuda.matmul.allow_tf32 = True
+    device = torch.device(args.device)
     torch.manual_seed(args.seed)
     rng = random.Random(args.seed)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -128,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     model = build(pretrained=True, head=args.head)
     if args.init is not None:
         model.load_state_dict(torch.load(args.init, map_location="cpu", weights_only=True)["model"])
+    model.to(device)
     model.train()
     if args.freeze_layers >= 0:
         frozen = [model.bert.embeddings, *model.bert.encoder.layer[: args.freeze_layers]]
@@ -160,7 +166,8 @@ def main(argv: list[str] | None = None) -> int:
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_at)
     loss_fn = torch.nn.BCEWithLogitsLoss()
     prog = Progress("train", steps, every=30.0)
-    run_loss, n_seen, partial = 0.0, 0, False
+    n_seen, partial = 0, False
+    ema = torch.zeros((), device=device)
     start = time.monotonic()
     meta = {
         "steps": steps,
@@ -175,17 +182,19 @@ def main(argv: list[str] | None = None) -> int:
         "head_input": args.head,
         "freeze_layers": args.freeze_layers,
         "init": str(args.init) if args.init else "base model",
+        "device": args.device,
         "head": "dropout 0.1 + linear on "
         + ("BERT pooler output (tanh dense on [CLS])" if args.head == "pooler" else "[CLS]"),
     }
 
     def save(name: str, step: int) -> None:
-        torch.save({"model": model.state_dict(), "step": step, "meta": meta}, args.out / name)
+        state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
+        torch.save({"model": state, "step": step, "meta": meta}, args.out / name)
         print(f"[train] saved {args.out / name} at step {step}", flush=True)
 
     for step, b in enumerate(batches):
-        ids, am, tt = collate([enc[i] for i in b])
-        y = torch.tensor([[labels[i]] for i in b])
+        ids, am, tt = (x.to(device) for x in collate([enc[i] for i in b]))
+        y = torch.tensor([[labels[i]] for i in b], device=device)
         logits = model(ids, am, tt)
         loss = loss_fn(logits, y)
         opt.zero_grad(set_to_none=True)
@@ -193,14 +202,18 @@ def main(argv: list[str] | None = None) -> int:
         torch.nn.utils.clip_grad_norm_([p for _, p in trainable], 1.0)
         opt.step()
         sched.step()
-        run_loss = 0.98 * run_loss + 0.02 * loss.item() if step else loss.item()
+        # The loss stays a tensor between progress lines: reading it every step would make
+        # a GPU wait for each step before the next is queued.
+        ema = loss.detach() if step == 0 else 0.98 * ema + 0.02 * loss.detach()
         n_seen += len(b)
         el = time.monotonic() - start
-        prog.update(
-            step + 1,
-            extra=f"loss {run_loss:.4f} lr {sched.get_last_lr()[0]:.2e} "
-            f"pairs/s {n_seen / max(el, 1e-9):.1f}",
-        )
+        if step % 50 == 0 or step + 1 == steps:
+            run_loss = float(ema)
+            prog.update(
+                step + 1,
+                extra=f"loss {run_loss:.4f} lr {sched.get_last_lr()[0]:.2e} "
+                f"pairs/s {n_seen / max(el, 1e-9):.1f}",
+            )
         if step + 1 == steps // 2:
             save("mid.pt", step + 1)
         if step + 1 == steps // 4 or step + 1 == (3 * steps) // 4:
@@ -209,6 +222,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"[train] time budget reached at step {step + 1}/{steps}", flush=True)
             partial = True
             break
+    run_loss = float(ema)
     meta.update(
         {"partial": partial, "seconds": time.monotonic() - start, "final_loss_ema": run_loss}
     )
