@@ -20,7 +20,7 @@ help:
 	@echo "make bench  - side-by-side benchmarks (bench/README.md)"
 	@echo "make lock   - recompile requirements.lock from pyproject.toml (pins kept; lock-upgrade: newest)"
 	@echo "make test-st - the sentence-transformers embedder for real (PyTorch, in $(TRAIN_VENV))"
-	@echo "make verifier - retrain the shipped verifier (PyTorch in $(TRAIN_VENV), ~75 min on 2 idle cores)"
+	@echo "make verifier - retrain the shipped verifier (PyTorch in $(TRAIN_VENV), ~60 min on 2 idle cores)"
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)

@@ -28,10 +28,10 @@ ROWS = [
 @pytest.fixture(scope="module")
 def packed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     src = tmp_path_factory.mktemp("src")
-    for name in ("train_third.jsonl", *sweep.VAL_FILES):
+    for name in ("train_synonyms.jsonl", *sweep.VAL_FILES):
         sweep.write_rows(src / name, ROWS)
     out = tmp_path_factory.mktemp("packed")
-    sweep.pack(src / "train_third.jsonl", src, out)
+    sweep.pack(src / "train_synonyms.jsonl", src, out)
     return out
 
 

@@ -14,14 +14,14 @@ Sources
   hard negatives for each family and wording-only paraphrases; templated EN/ES everyday rows
   (:mod:`training.verifier.templates`). The same rules applied to the VALIDATION questions give
   ``val_extra.jsonl``, so the decision is fitted on rule-made rows of text training never saw.
-- Synonym rows (:mod:`training.verifier.synonyms`), off by default (measured, not shipped; see
-  the model card): paraphrases that swap a word for a synonym (English on training questions,
-  Spanish on the templates' forms), and the same paraphrases with a family's meaning change
-  (negatives), for a third pass over ``train_third.jsonl``. Four of five synonym groups may be
-  used for training; the fifth always makes ``val_synonym.jsonl`` from the validation questions.
+- Synonym rows (:mod:`training.verifier.synonyms`): paraphrases that swap a word for a
+  synonym (English on training questions, Spanish on the templates' forms), and the same
+  paraphrases with a family's meaning change (negatives). The shipped model trained on
+  ``train_synonyms.jsonl``, which holds them. Four of five synonym groups may be used for
+  training; the fifth always makes ``val_synonym.jsonl`` from the validation questions.
 
-Outputs (under ``--out``): ``train.jsonl`` (shuffled), ``train_third.jsonl`` (the same rows
-and the synonym rows, only when asked for), ``val.jsonl``,
+Outputs (under ``--out``): ``train.jsonl`` (shuffled, no synonym rows), ``train_synonyms.jsonl``
+(the same rows and the synonym rows; not written with ``--synonyms 0``), ``val.jsonl``,
 ``val_extra.jsonl``, ``val_synonym.jsonl``, ``mrpc_test.jsonl`` (each row with a ``kind``),
 ``prep_stats.json``. Asserts that no normalised text of a held-out file occurs in training.
 """
@@ -171,12 +171,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--per-rule", type=int, default=1100)
     ap.add_argument("--positives", type=int, default=4000)
     ap.add_argument("--templates", type=int, default=4000)
-    # the synonym rows were measured and not shipped (model card): 0 rebuilds the shipped mix;
-    # 4000 / 1500 / 2000 rebuild the candidate's third-pass file, train_third.jsonl
-    ap.add_argument("--synonyms", type=int, default=0, help="English synonym paraphrases")
-    ap.add_argument("--synonyms-es", type=int, default=0, help="Spanish synonym paraphrases")
+    # the defaults rebuild the shipped model's train_synonyms.jsonl
+    ap.add_argument("--synonyms", type=int, default=4000, help="English synonym paraphrases")
+    ap.add_argument("--synonyms-es", type=int, default=1500, help="Spanish synonym paraphrases")
     ap.add_argument(
-        "--contrasts", type=int, default=0, help="synonym paraphrases with a meaning change"
+        "--contrasts", type=int, default=2000, help="synonym paraphrases with a meaning change"
     )
     ap.add_argument("--seed", type=int, default=SEED)
     args = ap.parse_args(argv)
@@ -215,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     mix += mrpc_train + sts_train + fam_train + tpl
     # rows made from a training question can never contain held-out text, but check anyway
     mix = [r for r in mix if not texts_of([r]) & held_texts]
-    # the third pass's file: the same rows and the synonym rows, shuffled from the same state
+    # train_synonyms.jsonl: the same rows and the synonym rows, shuffled from the same state
     third = mix + [r for r in syn if not texts_of([r]) & held_texts]
     third_rng = random.Random()
     third_rng.setstate(rng.getstate())
@@ -232,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
 
     write_rows(args.out / "train.jsonl", mix)
     if syn:
-        write_rows(args.out / "train_third.jsonl", third)
+        write_rows(args.out / "train_synonyms.jsonl", third)
     write_rows(args.out / "val.jsonl", [(p, "qqp") for p in val])
     write_rows(args.out / "val_extra.jsonl", val_extra)
     write_rows(args.out / "mrpc_test.jsonl", mrpc_test)
@@ -246,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
         "qqp_train_dropped_overlap": dropped,
         "train_rows": len(mix),
         "train_kinds": dict(kinds),
-        "train_third_rows": len(third) if syn else 0,
+        "train_synonyms_rows": len(third) if syn else 0,
         "synonym_kinds": dict(Counter(k for _, k in third if k.startswith("synonym_"))),
         "extra": dict(stats),
         "mrpc": {"train": len(mrpc_train), "val": len(mrpc_val), "test": len(mrpc_test)},

@@ -285,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     sub = ap.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("pack", help="base model and data into one folder to carry")
-    p.add_argument("--train", type=Path, default=CACHE / "train_third.jsonl")
+    p.add_argument("--train", type=Path, default=CACHE / "train_synonyms.jsonl")
     p.add_argument("--val-dir", type=Path, default=CACHE)
     p.add_argument("--out", type=Path, required=True)
     r = sub.add_parser(
