@@ -8,7 +8,8 @@ Made for a short loan of a GPU machine that reaches no network and gives back at
 - ``run`` (there): every set-up of ``SETUPS`` with every seed of ``SEEDS`` trains at once, one
   ``training.verifier.train --device cuda --freeze-layers 0`` process each, all under one time
   budget. Each final model is scored on the validation files, and the set-up with the best mean
-  pairwise AUC on the Quora validation rows is kept. The word embeddings are frozen, so a
+  pairwise AUC on the Quora validation rows is kept (or the one ``--keep`` names: at most one
+  set-up's models fit in what comes back). The word embeddings are frozen, so a
   trained model is its encoder, pooler and head: written as fp16, two files per model, each
   under 16 MB.
 - ``unpack`` (here): a kept model's files and the packed base give a ``final.pt`` for
@@ -228,14 +229,21 @@ def write_parts(ckpt: Path, out: Path) -> list[Path]:
 
 
 def run(
-    packed: Path, out: Path, work: Path, minutes: float, device: str, limit: int, val_limit: int
+    packed: Path,
+    out: Path,
+    work: Path,
+    minutes: float,
+    device: str,
+    limit: int,
+    val_limit: int,
+    keep: str | None = None,
 ) -> None:
     os.environ["DEJA_VERIFIER_BASE_DIR"] = str(unpacked_base(packed, work / "base"))
     t0 = time.monotonic()
     runs = train_all(mixes(packed, work), work, minutes, device, limit)
     print(f"[sweep] {len(runs)} runs trained in {(time.monotonic() - t0) / 60:.1f} min", flush=True)
     saved, metrics = score_all(runs, packed, device, val_limit)
-    best = choose(metrics)
+    best = keep or choose(metrics)
     out.mkdir(parents=True, exist_ok=True)
     np.savez_compressed(out / "logits.npz", **saved)
     parts = [
@@ -247,6 +255,7 @@ def run(
         "minutes": minutes,
         "metrics": metrics,
         "kept": best,
+        "kept_by": "--keep" if keep else "best mean validation AUC",
         "parts": parts,
         "device": torch.cuda.get_device_name() if device == "cuda" else device,
     }
@@ -300,6 +309,9 @@ def main(argv: list[str] | None = None) -> int:
         "--limit", type=int, default=0, help="use only the first N training pairs (smoke)"
     )
     r.add_argument("--val-limit", type=int, default=0, help="score N rows of each file (smoke)")
+    r.add_argument(
+        "--keep", choices=tuple(SETUPS), default=None, help="bring back this set-up's models"
+    )
     u = sub.add_parser(
         "unpack", help="a kept model's part files (several models': their mean) into a final.pt"
     )
@@ -310,7 +322,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "pack":
         pack(args.train, args.val_dir, args.out)
     elif args.cmd == "run":
-        run(args.packed, args.out, args.work, args.minutes, args.device, args.limit, args.val_limit)
+        run(
+            args.packed,
+            args.out,
+            args.work,
+            args.minutes,
+            args.device,
+            args.limit,
+            args.val_limit,
+            args.keep,
+        )
     else:
         unpack(args.parts, args.packed, args.out)
     return 0
