@@ -138,5 +138,10 @@ async def stricter_target(env: Env, score: float) -> float:
     return float(min(above))
 
 
+async def table_floor(env: Env) -> float:
+    """The live table's cosine floor: θ's default, as the console shows it."""
+    return float((await env.admin("GET", "/admin/semantic"))["calibration"]["cosine_floor"])
+
+
 async def restore_precision(env: Env, value: float = 0.92) -> None:
     await env.admin("PUT", "/admin/threshold", json={"precision": {"global": value}})

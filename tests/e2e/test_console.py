@@ -28,6 +28,7 @@ from tests.e2e.console_support import (
     make_near_miss,
     restore_precision,
     stricter_target,
+    table_floor,
 )
 
 pytestmark = pytest.mark.e2e
@@ -244,21 +245,24 @@ async def test_the_preview_lists_the_pairs_a_change_would_start_or_stop_serving(
     console: Console, env: Env
 ) -> None:
     system = env.scope()
+    # a paraphrase that scores between the default target's τ and the table's last one, so
+    # that a stricter target stops it (stricter_target, below)
     await env.ask("How do I delete my account?", system)
-    hit = await env.ask("How can I delete my account?", system)
+    hit = await env.ask("How do I get rid of my account?", system)
     assert hit.headers["x-deja-cache"] == "semantic"
     await signed_in(console, "quality")
     page = console.page
-    await expect(page.locator("#levels")).to_contain_text("0.700")  # the settings have loaded
+    floor = await table_floor(env)
+    await expect(page.locator("#levels")).to_contain_text(f"{floor:.3f}")  # settings loaded
     await page.select_option("#setting-what", "theta")
     await page.fill("#setting-value", "0.999")
     await expect(page.locator("#preview[data-state=ready][data-value='0.999']")).to_be_visible()
-    stop = page.locator("#preview-stop article", has_text="How can I delete my account?").first
+    stop = page.locator("#preview-stop article", has_text="How do I get rid of my account?").first
     await expect(stop.locator(".cached")).to_have_text("How do I delete my account?")
     await stop.get_by_role("button", name="Same").click()
     await expect(stop.locator(".labelling")).to_have_attribute("data-label", "same")
     labels = (await env.admin("GET", "/admin/semantic/labels"))["labels"]
-    assert "How can I delete my account?" in [x["question"] for x in labels if x["same"]]
+    assert "How do I get rid of my account?" in [x["question"] for x in labels if x["same"]]
     await expect(page.locator("#preview-start")).to_contain_text("Would start serving (0)")
     await console.shot("quality-preview-pairs")
     # From a stricter live target, the default one would start serving it, label shown.
@@ -269,7 +273,7 @@ async def test_the_preview_lists_the_pairs_a_change_would_start_or_stop_serving(
         await expect(page.locator("#levels")).to_contain_text(f"{strict_target:.3f}")
         await page.fill("#setting-value", "0.92")
         await expect(page.locator("#preview[data-state=ready][data-value='0.92']")).to_be_visible()
-        start = page.locator("#preview-start article", has_text="How can I delete my account?")
+        start = page.locator("#preview-start article", has_text="How do I get rid of my account?")
         await expect(start.first.locator(".labelling")).to_have_attribute("data-label", "same")
     finally:
         await restore_precision(env)
