@@ -39,8 +39,8 @@ from training.verifier.common import CACHE, RUNS
 from training.verifier.model import CrossEncoder, base_model_dir, build, load_checkpoint
 from training.verifier.train import collate, encode, make_tokenizer
 
-#: name -> (training mix, epochs). "base" is the shipped mix (the synonym rows left out),
-#: "synonym" adds the synonym paraphrases and contrasts (``prep --synonyms ...``).
+#: name -> (training mix, epochs). "synonym" is ``train_synonyms.jsonl`` as prep writes it
+#: (the shipped model's mix: synonym3); "base" leaves the synonym rows out (the mix before).
 SETUPS = {
     "base3": ("base", 3),
     "synonym3": ("synonym", 3),
