@@ -34,6 +34,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
+from tokenizers import Tokenizer
 
 from training.verifier.common import CACHE, RUNS
 from training.verifier.model import CrossEncoder, base_model_dir, build, load_checkpoint
@@ -136,8 +137,9 @@ def train_all(
 
 
 @torch.no_grad()
-def logits(model: CrossEncoder, rows: list[dict[str, object]], device: str) -> np.ndarray:
-    tok = make_tokenizer()
+def logits(
+    model: CrossEncoder, tok: Tokenizer, rows: list[dict[str, object]], device: str
+) -> np.ndarray:
     enc = encode(tok, [(str(r["b"]), str(r["a"])) for r in rows])
     order = np.argsort([len(x) for x, _ in enc], kind="stable")
     out = np.empty(len(rows), dtype=np.float32)
@@ -171,6 +173,7 @@ def score_all(
         f"label/{f}": np.array([bool(r["duplicate"]) for r in rows]) for f, rows in sets.items()
     }
     metrics: dict[str, dict[str, float]] = {}
+    tok = make_tokenizer()
     for run in runs:
         model = load_checkpoint(run / "final.pt").to(device)
         saved_run = torch.load(run / "final.pt", map_location="cpu", weights_only=True)
@@ -182,7 +185,7 @@ def score_all(
             "steps_done": float(saved_run["step"]),
         }
         for f, rows in sets.items():
-            z = logits(model, rows, device)
+            z = logits(model, tok, rows, device)
             saved[f"{run.name}/{f}"] = z
             y = saved[f"label/{f}"]
             if y.all():
