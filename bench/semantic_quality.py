@@ -50,6 +50,7 @@ import argparse
 import hashlib
 import json
 import math
+import os
 import secrets
 import sys
 import threading
@@ -83,7 +84,7 @@ from common import (
 MODEL = "deja-sim-1"
 CHAT = "/v1/chat/completions"
 DEFAULT_DATA = REPO_ROOT.parent / "shared" / "data" / "qqp_dev.jsonl"
-VERIFIER_DIR = REPO_ROOT / "deja" / "models" / "verifier"
+SHIPPED_VERIFIER_DIR = REPO_ROOT / "deja" / "models" / "verifier"
 THETAS = (0.80, 0.85, 0.90, 0.92, 0.95, 0.97, 0.98, 0.99)
 TARGETS = (0.80, 0.85, 0.88, 0.90, 0.92, 0.94, 0.95, 0.97)
 JUDGE_TARGET = 0.92
@@ -803,12 +804,14 @@ def print_summary(results: dict[str, Any]) -> None:
 
 
 def verifier_files() -> dict[str, Any]:
-    """Which verifier files were measured: name, size, mtime, sha256 prefix."""
-    out: dict[str, Any] = {"dir": str(VERIFIER_DIR), "files": {}}
-    if not VERIFIER_DIR.is_dir():
-        out["summary"] = f"{VERIFIER_DIR} missing"
+    """Which verifier files were measured: name, size, mtime, sha256 prefix. The gateways
+    inherit this environment, so ``DEJA_SEMANTIC_VERIFIER_DIR`` names their folder when set."""
+    folder = Path(os.environ.get("DEJA_SEMANTIC_VERIFIER_DIR") or SHIPPED_VERIFIER_DIR)
+    out: dict[str, Any] = {"dir": str(folder), "files": {}}
+    if not folder.is_dir():
+        out["summary"] = f"{folder} missing"
         return out
-    for path in sorted(VERIFIER_DIR.iterdir()):
+    for path in sorted(folder.iterdir()):
         if not path.is_file():
             continue
         stat = path.stat()
