@@ -221,3 +221,22 @@ async def until(condition: Callable[[], bool], within: float = 5.0) -> None:
     while not condition():
         assert time.monotonic() < deadline, "condition not reached"
         await asyncio.sleep(0.01)
+
+
+def int8_weight_range(model: Path) -> tuple[int, int]:
+    """The least and greatest quantised weight fed to a ``MatMulInteger`` of an ONNX model.
+    Within [-64, 64] (7-bit weights), AVX2's ``vpmaddubsw`` cannot saturate a uint8 × int8 pair
+    sum, so CPUs with and without VNNI compute the same integers."""
+    import onnx
+    from onnx import numpy_helper
+
+    graph = onnx.load(str(model)).graph
+    weights = {init.name: init for init in graph.initializer}
+    arrays = [
+        numpy_helper.to_array(weights[node.input[1]])
+        for node in graph.node
+        if node.op_type == "MatMulInteger" and node.input[1] in weights
+    ]
+    if not arrays:
+        raise AssertionError(f"{model} has no MatMulInteger with a constant weight")
+    return min(int(a.min()) for a in arrays), max(int(a.max()) for a in arrays)

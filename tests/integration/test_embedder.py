@@ -32,6 +32,7 @@ from deja.embedding.onnx.embedder import (
     source_model_path,
 )
 from deja.errors import EmbedderError
+from tests.support import int8_weight_range
 
 pytestmark = pytest.mark.integration
 
@@ -150,6 +151,7 @@ async def test_cached_model_is_reused(cache_dir: Path, embedder: OnnxEmbedder) -
     again = load_onnx_embedder(cache_dir, batching=False)
     try:
         assert again.model_id == DYNINT8_ID
+        assert again.vectors_id == f"{DYNINT8_ID}-{onnx_derive.RECIPE}"
         assert derived.stat().st_mtime_ns == mtime
         assert await again.embed(TEXTS[2]) == await embedder.embed(TEXTS[2])
     finally:
@@ -168,7 +170,7 @@ async def test_falls_back_to_the_shipped_model_when_deriving_fails(
     with caplog.at_level(logging.WARNING, logger="deja.embedder"):
         fallback = load_onnx_embedder(tmp_path, batching=False)
     try:
-        assert fallback.model_id == INT8_ID
+        assert fallback.model_id == fallback.vectors_id == INT8_ID
         assert "no quantiser today" in caplog.text
         vector = await fallback.embed(TEXTS[0])
         assert math.isclose(float(np.linalg.norm(vector)), 1.0, abs_tol=1e-5)
@@ -250,6 +252,13 @@ async def test_st_embedder_loads_offline_and_runs_off_the_loop(
     await embedder.close()
     with pytest.raises(EmbedderError):
         await embedder.embed("abc")
+
+
+def test_derived_model_has_7_bit_weights(cache_dir: Path, embedder: OnnxEmbedder) -> None:
+    """So that CPUs with and without VNNI give the same vectors (see ``int8_weight_range``)."""
+    low, high = int8_weight_range(derived_model_path(cache_dir, source_model_path()))
+    assert low >= -64 and high <= 64, (low, high)
+    assert high - low > 100
 
 
 def test_derived_model_drops_the_nan_guards_and_keeps_every_vector(

@@ -156,13 +156,14 @@ def load_pair_questions(path: Path) -> list[str]:
 
 
 def embed_all(texts: Sequence[str], cache_dir: Path) -> tuple[Array, str]:
-    """Unit embeddings of ``texts`` from the runtime embedder, cached on disk by model id."""
+    """Unit embeddings of ``texts`` from the runtime embedder, cached on disk by the vectors'
+    id (model and derivation recipe: a new recipe must not reuse old vectors)."""
     from deja.embedding.onnx.embedder import load_onnx_embedder
 
     cache_dir.mkdir(parents=True, exist_ok=True)
     embedder = load_onnx_embedder(cache_dir, variant="dynint8")
     model_id = embedder.model_id
-    cache_file = cache_dir / f"vectors-{model_id}.json"
+    cache_file = cache_dir / f"vectors-{embedder.vectors_id}.json"
     cache: dict[str, list[float]] = {}
     if cache_file.exists():
         cache = json.loads(cache_file.read_text())

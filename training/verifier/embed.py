@@ -82,22 +82,25 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--chunk", type=int, default=256)
     args = ap.parse_args(argv)
     EMB.mkdir(parents=True, exist_ok=True)
-    embedder = None
+    embedder = _load_embedder(CACHE / "embedder")
+    print(f"[embed] embedder {embedder.vectors_id}", flush=True)
     for name in args.split:
         out = EMB / f"{Path(name).stem if '/' in name else name}.npy"
         texts = split_texts(name)
         tfile = out.with_suffix(".texts.json")
+        # the vectors' id (model and derivation recipe) beside each split: a new recipe
+        # re-embeds instead of reusing vectors of another quantisation
+        idfile = out.with_suffix(".vectors_id")
         if (
             out.exists()
             and tfile.exists()
             and not args.force
+            and idfile.exists()
+            and idfile.read_text() == embedder.vectors_id
             and json.loads(tfile.read_text()) == texts
         ):
             print(f"[embed] {name}: cached ({len(texts)} texts)", flush=True)
             continue
-        if embedder is None:
-            embedder = _load_embedder(CACHE / "embedder")
-            print(f"[embed] embedder {getattr(embedder, 'model_id', '?')}", flush=True)
         vecs = np.zeros((len(texts), 384), dtype=np.float32)
         prog = Progress(f"embed {name}", len(texts))
         for i in range(0, len(texts), args.chunk):
@@ -106,6 +109,7 @@ def main(argv: list[str] | None = None) -> int:
             prog.update(i + len(chunk))
         np.save(out, vecs)
         tfile.write_text(json.dumps(texts))
+        idfile.write_text(embedder.vectors_id)
         print(f"[embed] {name}: wrote {out} {vecs.shape}", flush=True)
     return 0
 

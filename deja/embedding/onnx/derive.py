@@ -31,7 +31,9 @@ log = logging.getLogger("deja.embedder")
 
 #: Names the derivation recipe in the cache file name: change it whenever the derivation does.
 #: pc2: pc1 without the softmax NaN guards (same vectors, bit for bit; ~9% less CPU a chunk).
-RECIPE = "pc2"
+#: pc3: pc2 with 7-bit weights (``reduce_range``), so that CPUs with and without VNNI give the
+#: same vectors (see :func:`derive_dynint8`).
+RECIPE = "pc3"
 _PROBE_KEY = "deja.probe"
 #: A derived model must stay this close (cosine) to the source model on every probe text. On
 #: this recipe the worst of 2,000 Quora questions is 0.985; CPUs whose int8 kernels saturate
@@ -193,9 +195,9 @@ def _quiet_quantiser() -> Iterator[None]:
 def derive_dynint8(source: Path, dest: Path, tokenizer: Tokenizer) -> float:
     """Write ``dest``: ``source`` with its MatMul weights folded to fp32, its softmax NaN
     guards removed, and re-quantised by ONNX Runtime's dynamic int8 quantisation (per output
-    channel). The file carries the source model's vectors of a few probe texts, and is only
-    written if it reproduces them (cosine >= 0.97) on this CPU. Written atomically. Returns
-    the worst probe cosine."""
+    channel, 7-bit weights). The file carries the source model's vectors of a few probe texts,
+    and is only written if it reproduces them (cosine >= 0.97) on this CPU. Written
+    atomically. Returns the worst probe cosine."""
     try:
         import onnx
         from onnxruntime.quantization import (  # type: ignore[import-untyped]
@@ -221,6 +223,10 @@ def derive_dynint8(source: Path, dest: Path, tokenizer: Tokenizer) -> float:
                 op_types_to_quantize=["MatMul"],
                 per_channel=True,
                 weight_type=QuantType.QInt8,
+                # 7-bit weights: AVX2's vpmaddubsw (no VNNI) cannot saturate a uint8 x int7
+                # pair sum, so it computes the same integers as VNNI and the vectors, and the
+                # semantic table fitted on them, do not depend on the CPU.
+                reduce_range=True,
             )
         worst = _check_probes(Encoder(make_session(quantised), tokenizer), reference)
         result = onnx.load(str(quantised))

@@ -30,6 +30,7 @@ from tokenizers import Tokenizer
 
 from deja.embedding.batching import MicroBatcher
 from deja.embedding.onnx.derive import (
+    RECIPE,
     DerivationError,
     derive_dynint8,
     derived_model_path,
@@ -91,6 +92,9 @@ class OnnxEmbedder:
         padded_batches: bool = False,
     ) -> None:
         self.model_id = model_id
+        #: Names the vectors, not only the model: it changes with the derivation recipe, which
+        #: ``model_id`` (and so the collection name) does not. Offline caches key on it.
+        self.vectors_id = f"{model_id}-{RECIPE}" if model_id == DYNINT8_ID else model_id
         self._encoder = encoder
         self._closed = False
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="deja-embed")
