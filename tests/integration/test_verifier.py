@@ -17,6 +17,7 @@ from deja.semantic.crossencoder import (
     check_sums,
     load_verifier,
 )
+from tests.support import int8_weight_range
 
 pytestmark = pytest.mark.integration
 
@@ -38,6 +39,12 @@ def copy_shipped(tmp_path: Path) -> Path:
 def test_the_shipped_files_match_their_sha256() -> None:
     sums = check_sums(SHIPPED_DIR)
     assert MODEL_FILE in sums and len(sums[MODEL_FILE]) == 64
+
+
+def test_the_shipped_model_has_7_bit_weights_so_its_scores_do_not_depend_on_the_cpu() -> None:
+    low, high = int8_weight_range(SHIPPED_DIR / MODEL_FILE)
+    assert low >= -64 and high <= 64, (low, high)
+    assert high - low > 100  # the 7-bit range is used, not a degenerate model
 
 
 def test_a_corrupt_model_is_refused_in_one_sentence(tmp_path: Path) -> None:

@@ -1,6 +1,7 @@
 """Export a verifier checkpoint to ONNX (fp32), quantise it with ONNX Runtime's dynamic int8
-quantisation, check the int8 file against fp32 (max |prob diff| and AUC on validation pairs)
-and measure int8 latency (intra_op_num_threads=1).
+quantisation with 7-bit weights (``reduce_range``: see :func:`quantise`), check the int8 file
+against fp32 (max |prob diff| and AUC on validation pairs) and measure int8 latency
+(intra_op_num_threads=1).
 
 ONNX contract: inputs ``input_ids``, ``attention_mask``, ``token_type_ids`` (int64
 [batch, seq], dynamic), output ``logits`` (float32 [batch, 1]); prob = sigmoid(logits).
@@ -67,6 +68,21 @@ def export_fp32(ckpt: Path, out: Path) -> None:
     )
 
 
+def quantise(fp32: Path, out: Path, *, per_channel: bool) -> None:
+    """Dynamic int8 with 7-bit weights. With full 8-bit weights a CPU without VNNI (AVX2's
+    ``vpmaddubsw``) saturates some uint8 x int8 sums that VNNI computes exactly, so one pair
+    scored differently on the two kinds of CPU (up to 0.97 in logit on validation pairs, run
+    under ``qemu-x86_64 -cpu Haswell``). With 7-bit weights no sum can saturate: both kernels
+    give the same integers, and a table fitted on one CPU holds on the other."""
+    quantize_dynamic(
+        str(fp32),
+        str(out),
+        weight_type=QuantType.QInt8,
+        per_channel=per_channel,
+        reduce_range=True,
+    )
+
+
 def latency(model: Path, tokenizer: Path, reps: int = 300) -> dict[str, float]:
     v = Verifier.load(model, tokenizer, threads=1)
     a = "What is the best way to learn machine learning as a beginner?"
@@ -128,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     variants: dict[str, Path] = {}
     for per_channel in (True, False) if args.per_tensor else (True,):
         q = args.workdir / f"verifier-int8-{'pc' if per_channel else 'pt'}.onnx"
-        quantize_dynamic(str(fp32), str(q), weight_type=QuantType.QInt8, per_channel=per_channel)
+        quantise(fp32, q, per_channel=per_channel)
         variants["per_channel" if per_channel else "per_tensor"] = q
 
     rows = read_pairs(args.val)
