@@ -22,10 +22,10 @@ from app.cli.support import CONTEXT, BadSettings, output_option, table
 from config.settings import ConfigError, load_settings
 from deja.embedding.onnx.embedder import load_onnx_embedder
 from deja.errors import DejaError
+from deja.semantic.auc import auc
 from deja.semantic.calibration import (
     CacheRun,
     Decision,
-    auc,
     cache_run,
     fit_combined,
     metrics_at,

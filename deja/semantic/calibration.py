@@ -32,26 +32,6 @@ def sigmoid(x: Array) -> npt.NDArray[np.float64]:
     return np.asarray(1.0 / (1.0 + np.exp(-np.clip(x, -60.0, 60.0))), dtype=np.float64)
 
 
-def auc(scores: Array, labels: Array) -> float:
-    """ROC AUC (rank statistic, ties averaged)."""
-    s = np.asarray(scores, dtype=np.float64)
-    y = np.asarray(labels, dtype=bool)
-    order = np.argsort(s, kind="mergesort")
-    ranks = np.empty(len(s), dtype=np.float64)
-    sorted_s = s[order]
-    i = 0
-    while i < len(s):
-        j = i
-        while j + 1 < len(s) and sorted_s[j + 1] == sorted_s[i]:
-            j += 1
-        ranks[order[i : j + 1]] = (i + j) / 2 + 1
-        i = j + 1
-    npos, nneg = int(y.sum()), int((~y).sum())
-    if npos == 0 or nneg == 0:
-        return float("nan")
-    return float((ranks[y].sum() - npos * (npos + 1) / 2) / (npos * nneg))
-
-
 # --- the verifier ----------------------------------------------------------------------------
 
 

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from training.verifier import sweep
+from training.verifier.common import read_json_rows, write_json_rows
 from training.verifier.model import build
 
 ROWS = [
@@ -29,7 +30,7 @@ ROWS = [
 def packed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     src = tmp_path_factory.mktemp("src")
     for name in ("train_synonyms.jsonl", *sweep.VAL_FILES):
-        sweep.write_rows(src / name, ROWS)
+        write_json_rows(src / name, ROWS)
     out = tmp_path_factory.mktemp("packed")
     sweep.pack(src / "train_synonyms.jsonl", src, out)
     return out
@@ -49,8 +50,8 @@ def trained(run: Path, shift: float) -> dict[str, torch.Tensor]:
 
 def test_the_mixes_split_on_the_synonym_rows(packed: Path, tmp_path: Path) -> None:
     files = sweep.mixes(packed, tmp_path)
-    assert len(sweep.read_rows(files["synonym"])) == 3
-    assert [r["a"] for r in sweep.read_rows(files["base"])] == [r["a"] for r in ROWS[:2]]
+    assert len(read_json_rows(files["synonym"])) == 3
+    assert [r["a"] for r in read_json_rows(files["base"])] == [r["a"] for r in ROWS[:2]]
 
 
 def test_parts_come_back_small_and_rebuild_the_trained_model(packed: Path, tmp_path: Path) -> None:

@@ -10,10 +10,10 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
+from deja.semantic.auc import auc
 from deja.semantic.calibration import (
     CacheRun,
     Decision,
-    auc,
     cache_run,
     fit_logistic,
     metrics_at,
@@ -36,6 +36,18 @@ def test_auc_matches_pairwise_count() -> None:
     y = np.array([0, 0, 1, 1])
     assert auc(s, y) == pytest.approx(0.75)
     assert auc(np.array([1.0, 1.0]), np.array([0, 1])) == pytest.approx(0.5)
+
+
+def test_auc_is_the_pairwise_count_with_ties_halved() -> None:
+    rng = np.random.default_rng(7)
+    for n in (3, 17, 200):
+        s = rng.integers(0, 4, n).astype(float)  # many ties
+        y = rng.integers(0, 2, n).astype(bool)
+        y[:2] = True, False  # both labels
+        pos, neg = s[y][:, None], s[~y][None, :]
+        brute = ((pos > neg).sum() + 0.5 * (pos == neg).sum()) / (pos.size * neg.size)
+        assert auc(s, y) == pytest.approx(float(brute))
+    assert np.isnan(auc(np.array([0.1, 0.2]), np.array([1, 1])))
 
 
 def test_pav_is_monotone_and_preserves_mean() -> None:

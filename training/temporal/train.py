@@ -31,6 +31,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from deja.files import file_sha256
+from deja.semantic.auc import auc
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -208,14 +209,6 @@ def fit_logreg(
 def log_loss(p: Array, y: Array) -> float:
     p = np.clip(p, 1e-12, 1 - 1e-12)
     return float(-np.mean(y * np.log(p) + (1 - y) * np.log(1 - p)))
-
-
-def auc(scores: Array, y: Array) -> float:
-    pos, neg = scores[y == 1], scores[y == 0]
-    if not len(pos) or not len(neg):
-        return float("nan")
-    greater = (pos[:, None] > neg[None, :]).sum() + 0.5 * (pos[:, None] == neg[None, :]).sum()
-    return float(greater / (len(pos) * len(neg)))
 
 
 def stratified_folds(strata: Sequence[str], k: int, seed: int) -> list[NDArray[np.int64]]:

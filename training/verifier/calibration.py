@@ -19,6 +19,7 @@ import onnxruntime as ort
 from tokenizers import Tokenizer
 
 from deja.semantic import calibration as _shared
+from deja.semantic.auc import auc
 from deja.semantic.calibration import (
     IDENTICAL,
     OWN,
@@ -27,7 +28,6 @@ from deja.semantic.calibration import (
     Decision,
     Served,
     at_duplicate_share,
-    auc,
     fit_combined,
     fit_logistic,
     metrics_at,

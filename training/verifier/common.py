@@ -3,9 +3,11 @@ validating reader, re-exported here), progress lines with ETA."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import sys
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 from deja.semantic.pairs import Pair as Pair
@@ -22,11 +24,22 @@ ARTIFACTS = REPO / "deja" / "models" / "verifier"
 MAX_TOKENS = 64
 
 
-def write_pairs(path: Path, pairs: list[Pair]) -> None:
+def read_json_rows(path: Path) -> list[dict[str, object]]:
+    """Every row of a JSONL file (``.gz`` too) as a dict, all fields kept (``read_pairs``
+    keeps a/b/duplicate only)."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def write_json_rows(path: Path, rows: Iterable[dict[str, object]]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", encoding="utf-8") as fh:
-        for p in pairs:
-            fh.write(json.dumps({"a": p.a, "b": p.b, "duplicate": p.duplicate}) + "\n")
+        fh.writelines(json.dumps(r) + "\n" for r in rows)
+
+
+def write_pairs(path: Path, pairs: list[Pair]) -> None:
+    write_json_rows(path, ({"a": p.a, "b": p.b, "duplicate": p.duplicate} for p in pairs))
 
 
 class Progress:

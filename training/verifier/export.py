@@ -20,7 +20,8 @@ import onnxruntime as ort
 import torch
 from onnxruntime.quantization import QuantType, quantize_dynamic
 
-from training.verifier.calibration import Verifier, auc, sigmoid
+from deja.semantic.auc import auc
+from training.verifier.calibration import Verifier, sigmoid
 from training.verifier.common import ARTIFACTS, CACHE, RUNS, SEED, read_pairs
 from training.verifier.model import base_model_dir, load_checkpoint
 from training.verifier.train import collate, encode, make_tokenizer

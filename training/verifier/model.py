@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
@@ -60,7 +61,11 @@ def build(pretrained: bool = True, attn: str = "sdpa", head: str = "pooler") -> 
 
 
 def load_checkpoint(path: Path, attn: str = "eager") -> CrossEncoder:
-    state = torch.load(path, map_location="cpu", weights_only=True)
+    return model_from_state(torch.load(path, map_location="cpu", weights_only=True), attn)
+
+
+def model_from_state(state: dict[str, Any], attn: str = "eager") -> CrossEncoder:
+    """The model of a loaded checkpoint (``{"model", "meta", ...}``), in eval mode."""
     head = str(state.get("meta", {}).get("head_input", "pooler"))
     model = build(pretrained=False, attn=attn, head=head)
     model.load_state_dict(state["model"])

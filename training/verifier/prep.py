@@ -36,7 +36,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from training.verifier.common import CACHE, DATA, SEED, Pair, read_pairs
+from training.verifier.common import CACHE, DATA, SEED, Pair, read_pairs, write_json_rows
 from training.verifier.families import NEGATIVE_RULES, norm, rephrase
 from training.verifier.synonyms import (
     HELD_EN,
@@ -146,11 +146,9 @@ def family_rows(
 
 
 def write_rows(path: Path, rows: list[Row]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", encoding="utf-8") as fh:
-        for p, kind in rows:
-            fh.write(json.dumps({"a": p.a, "b": p.b, "duplicate": p.duplicate, "kind": kind}))
-            fh.write("\n")
+    write_json_rows(
+        path, ({"a": p.a, "b": p.b, "duplicate": p.duplicate, "kind": k} for p, k in rows)
+    )
 
 
 def texts_of(rows: list[Row]) -> set[str]:

@@ -36,8 +36,9 @@ import torch
 from safetensors.torch import load_file, save_file
 from tokenizers import Tokenizer
 
-from training.verifier.common import CACHE, RUNS
-from training.verifier.model import CrossEncoder, base_model_dir, build, load_checkpoint
+from deja.semantic.auc import auc
+from training.verifier.common import CACHE, RUNS, read_json_rows, write_json_rows
+from training.verifier.model import CrossEncoder, base_model_dir, build, model_from_state
 from training.verifier.train import collate, encode, make_tokenizer
 
 #: name -> (training mix, epochs). "synonym" is ``train_synonyms.jsonl`` as prep writes it
@@ -53,17 +54,6 @@ SEEDS = (1234, 4321)
 VAL_FILES = ("val.jsonl", "val_synonym.jsonl", "val_extra.jsonl")
 FROZEN = "bert.embeddings."
 PART_BYTES = 15_000_000
-
-
-def read_rows(path: Path) -> list[dict[str, object]]:
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as fh:
-        return [json.loads(line) for line in fh if line.strip()]
-
-
-def write_rows(path: Path, rows: list[dict[str, object]]) -> None:
-    with path.open("w", encoding="utf-8") as fh:
-        fh.writelines(json.dumps(r) + "\n" for r in rows)
 
 
 def pack(train: Path, val_dir: Path, out: Path) -> None:
@@ -97,11 +87,11 @@ def unpacked_base(packed: Path, out: Path) -> Path:
 
 
 def mixes(packed: Path, work: Path) -> dict[str, Path]:
-    rows = read_rows(next((packed / "data").glob("train*.jsonl.gz")))
+    rows = read_json_rows(next((packed / "data").glob("train*.jsonl.gz")))
     base = [r for r in rows if not str(r.get("kind", "")).startswith("synonym")]
     files = {"base": work / "base.jsonl", "synonym": work / "synonym.jsonl"}
-    write_rows(files["base"], base)
-    write_rows(files["synonym"], rows)
+    write_json_rows(files["base"], base)
+    write_json_rows(files["synonym"], rows)
     print(f"[sweep] mixes: base {len(base)} rows, synonym {len(rows)} rows", flush=True)
     return files
 
@@ -150,19 +140,10 @@ def logits(
     return out
 
 
-def pairwise_auc(scores: np.ndarray, labels: np.ndarray) -> float:
-    """Mann-Whitney AUC on the device's own tensors: the gateway's ``auc`` lives in a module
-    whose imports (pydantic, orjson) the GPU machine lacks."""
-    s = torch.as_tensor(scores, dtype=torch.float64)
-    y = torch.as_tensor(labels, dtype=torch.bool)
-    pos, neg = s[y][:, None], s[~y][None, :]
-    return float(((pos > neg).double() + 0.5 * (pos == neg).double()).mean())
-
-
 def score_all(
     runs: list[Path], packed: Path, device: str, val_limit: int
 ) -> tuple[dict[str, np.ndarray], dict[str, dict[str, float]]]:
-    sets = {f: read_rows(packed / "data" / (f + ".gz")) for f in VAL_FILES}
+    sets = {f: read_json_rows(packed / "data" / (f + ".gz")) for f in VAL_FILES}
     if val_limit:  # a seeded sample, so both labels stay (smoke)
         rng = np.random.default_rng(0)
         sets = {
@@ -175,8 +156,8 @@ def score_all(
     metrics: dict[str, dict[str, float]] = {}
     tok = make_tokenizer()
     for run in runs:
-        model = load_checkpoint(run / "final.pt").to(device)
         saved_run = torch.load(run / "final.pt", map_location="cpu", weights_only=True)
+        model = model_from_state(saved_run).to(device)
         meta = saved_run["meta"]
         m: dict[str, float] = {
             "partial": float(bool(meta.get("partial"))),
@@ -191,7 +172,7 @@ def score_all(
             if y.all():
                 m[f"{f}:served_at_p0.5"] = float((z > 0).mean())
             else:
-                m[f"{f}:auc"] = pairwise_auc(z, y)
+                m[f"{f}:auc"] = auc(z, y)
         metrics[run.name] = m
         print(f"[sweep] {run.name}: {json.dumps(m)}", flush=True)
     return saved, metrics
