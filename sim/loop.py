@@ -167,7 +167,7 @@ class SimEngine:
         steps = 0
         try:
             while scheduler.has_work:
-                plan = scheduler.schedule()
+                plan = scheduler.schedule(loop.time())
                 seconds = speed * self.cost.seconds(
                     plan.prefill_tokens, plan.decode_seqs, plan.decode_context
                 )

@@ -102,7 +102,9 @@ class SimMetrics:
     ``vllm:time_to_first_token_seconds``, ``vllm:inter_token_latency_seconds`` (one
     observation per step that gave a running sequence tokens),
     ``vllm:time_per_output_token_seconds`` (a finished sequence's mean time per token after the
-    first) and ``vllm:e2e_request_latency_seconds``.
+    first), ``vllm:e2e_request_latency_seconds``, and, observed as a sequence finishes as vLLM
+    does, ``vllm:request_queue_time_seconds`` (arrival to first scheduled) and
+    ``vllm:request_prefill_time_seconds`` (first scheduled to first token).
     """
 
     def __init__(self, engine: SimEngine) -> None:
@@ -181,6 +183,16 @@ class SimMetrics:
             "End-to-end request latency, in seconds (simulated).",
             _E2E_BUCKETS,
         )
+        self.request_queue_time = self._histogram(
+            "vllm:request_queue_time_seconds",
+            "Time spent in WAITING phase for request, in seconds (simulated).",
+            _E2E_BUCKETS,
+        )
+        self.request_prefill_time = self._histogram(
+            "vllm:request_prefill_time_seconds",
+            "Time spent in PREFILL phase for request, in seconds (simulated).",
+            _E2E_BUCKETS,
+        )
 
     def _histogram(self, name: str, doc: str, buckets: tuple[float, ...]) -> Histogram:
         """A ``model_name``-labelled histogram in this registry, its label set to our model."""
@@ -224,6 +236,12 @@ class SimMetrics:
         if tokens:
             self.generation_tokens.inc(tokens)
         for seq in outcome.finished:
+            # as vLLM: waiting until first scheduled, then scheduled until the first token
+            # (a sequence cut short may have neither)
+            if seq.scheduled_at >= 0:
+                self.request_queue_time.observe(seq.scheduled_at - seq.arrival)
+                if seq.first_token_at >= 0:
+                    self.request_prefill_time.observe(seq.first_token_at - seq.scheduled_at)
             if seq.output > 1:
                 mean = (seq.last_token_at - seq.first_token_at) / (seq.output - 1)
                 self.time_per_output_token.observe(mean)

@@ -70,6 +70,8 @@ class Seq:
     block_ids: list[int] = field(default_factory=list)
     stored: int = 0
     """Leading blocks of ``block_ids`` that are in the prefix cache (shared or cached)."""
+    scheduled_at: float = -1.0
+    """When it was first scheduled (vLLM's queue time ends, its prefill time starts)."""
     first_token_at: float = -1.0
     last_token_at: float = -1.0
     prev_token_at: float = -1.0
@@ -183,12 +185,13 @@ class Scheduler:
 
     # ------------------------------------------------------------------ one step
 
-    def schedule(self) -> StepPlan:
-        """Choose what the next step runs (allocating blocks, preempting on exhaustion)."""
+    def schedule(self, now: float = 0.0) -> StepPlan:
+        """Choose what the next step, starting at ``now``, runs (allocating blocks, preempting
+        on exhaustion)."""
         plan = StepPlan()
         budget = self._schedule_running(plan, self.max_num_batched_tokens)
         if not plan.preempted:
-            self._schedule_waiting(plan, budget)
+            self._schedule_waiting(plan, budget, now)
         return plan
 
     def _schedule_running(self, plan: StepPlan, budget: int) -> int:
@@ -236,7 +239,7 @@ class Scheduler:
             if self._allocate(seq, seq.computed + n):
                 return True
 
-    def _schedule_waiting(self, plan: StepPlan, budget: int) -> None:
+    def _schedule_waiting(self, plan: StepPlan, budget: int, now: float) -> None:
         waiting = self.waiting
         running = self.running
         while waiting and budget > 0 and len(running) < self.max_num_seqs:
@@ -260,6 +263,8 @@ class Scheduler:
                 self.pool.queries += seq.prompt_len
                 self.pool.hits += seq.computed
                 seq.cached = seq.computed
+            if not seq.started:
+                seq.scheduled_at = now
             seq.started = True
             seq.state = SeqState.RUNNING
             running.append(seq)

@@ -146,7 +146,7 @@ class _ClosedLoop:
 
     def step(self) -> None:
         scheduler, result, window = self.scheduler, self.result, self.window
-        plan = scheduler.schedule()
+        plan = scheduler.schedule(self.clock)
         dt = self.cost.seconds(plan.prefill_tokens, plan.decode_seqs, plan.decode_context)
         measuring = window.start >= 0
         if measuring:

@@ -1,8 +1,11 @@
 """``deja doctor``'s diagnostic matrix: symptoms in the replicas' metrics → the flag to change.
 
 * ``ttft_spread``: TTFT p99/p50 ≫ 2 (here ≥ 3) → raise ``--max-num-batched-tokens``;
-* ``slow_prefill_low_hits``: TTFT p50 > 500 ms with a prefix-cache hit rate < 30% → check the
-  system prompt and the prefix key (deja knows both);
+* ``slow_prefill_low_hits``: prefill time p50 > 500 ms with a prefix-cache hit rate < 30% →
+  check the system prompt and the prefix key (deja knows both). The prefill time is vLLM's
+  ``vllm:request_prefill_time_seconds`` (first scheduled to first token), so time spent waiting
+  in a queue, which ``queue_with_free_kv`` and ``kv_full_preempting`` explain, is not read as
+  a slow prefill; a replica without that histogram is judged on TTFT;
 * ``spec_acceptance``: speculative-decoding acceptance < 0.6 → change or disable the drafter;
 * ``kv_full_preempting``: KV usage at 1.0 (≥ 0.95) with preemptions → lower
   ``--max-num-seqs`` or use ``--kv-cache-dtype fp8``;
@@ -91,10 +94,13 @@ def _ttft_spread(w: ReplicaWindow) -> Finding | None:
 def _slow_prefill(w: ReplicaWindow, gateway: GatewayWindow | None) -> Finding | None:
     if w.requests < MIN_REQUESTS or w.ttft_p50 is None or w.prefix_hit_rate is None:
         return None
-    if w.ttft_p50 <= SLOW_TTFT_S or w.prefix_hit_rate >= LOW_HIT_RATE:
+    prefill = w.prefill_p50 if w.prefill_p50 is not None else w.ttft_p50
+    if prefill <= SLOW_TTFT_S or w.prefix_hit_rate >= LOW_HIT_RATE:
         return None
     numbers: dict[str, Any] = {
         "ttft_p50_s": _r(w.ttft_p50),
+        "prefill_p50_s": _r(w.prefill_p50),
+        "queue_p50_s": _r(w.queue_p50),
         "prefix_hit_rate": _r(w.prefix_hit_rate),
     }
     change = (
@@ -109,7 +115,8 @@ def _slow_prefill(w: ReplicaWindow, gateway: GatewayWindow | None) -> Finding | 
     return Finding(
         "slow_prefill_low_hits",
         w.url,
-        f"TTFT p50 = {w.ttft_p50 * 1000:.0f} ms with a prefix-cache hit rate of "
+        f"{'prefill time' if w.prefill_p50 is not None else 'TTFT'} p50 = "
+        f"{prefill * 1000:.0f} ms with a prefix-cache hit rate of "
         f"{w.prefix_hit_rate:.0%}: prompts are prefilled from scratch",
         change,
         numbers,

@@ -16,6 +16,8 @@ from tuning.promtext import Scrape, fetch_metrics, histogram_quantile
 __all__ = ["GatewayWindow", "Observation", "ReplicaWindow", "observe", "replicas_of_gateway"]
 
 TTFT = "vllm:time_to_first_token_seconds"
+PREFILL = "vllm:request_prefill_time_seconds"
+QUEUE = "vllm:request_queue_time_seconds"
 
 
 def _ratio(num: float, den: float) -> float | None:
@@ -31,6 +33,11 @@ class ReplicaWindow:
     requests: float = 0.0
     ttft_p50: float | None = None
     ttft_p99: float | None = None
+    #: vLLM's own split of a request's first-token time (observed as requests finish): first
+    #: scheduled to first token, and waiting before that. None: not exported, or no request
+    #: finished in the window.
+    prefill_p50: float | None = None
+    queue_p50: float | None = None
     prefix_hit_rate: float | None = None
     spec_acceptance: float | None = None
     spec_draft_tokens: float = 0.0
@@ -73,6 +80,8 @@ class ReplicaWindow:
         self.requests = buckets[-1][1] if buckets else 0.0
         self.ttft_p50 = histogram_quantile(0.5, buckets)
         self.ttft_p99 = histogram_quantile(0.99, buckets)
+        self.prefill_p50 = histogram_quantile(0.5, delta.buckets(PREFILL))
+        self.queue_p50 = histogram_quantile(0.5, delta.buckets(QUEUE))
         queries = delta.value("vllm:prefix_cache_queries_total")
         self.prefix_hit_rate = _ratio(delta.value("vllm:prefix_cache_hits_total"), queries)
         self.spec_draft_tokens = delta.value("vllm:spec_decode_num_draft_tokens_total")

@@ -167,6 +167,7 @@ async def test_slow_first_token_with_low_prefix_hits_names_the_prefix_key(
             findings = await diagnose_while(cluster.urls[0], traffic, window=1.5, gateway=gw)
         [slow] = [f for f in findings if f.rule == "slow_prefill_low_hits"]
         assert slow.numbers["ttft_p50_s"] > 0.5 and slow.numbers["prefix_hit_rate"] < 0.3
+        assert slow.numbers["prefill_p50_s"] > 0.5  # the simulator's vLLM prefill histogram
         assert slow.numbers["gateway_no_prefix_share"] == 1.0  # no system prompt: no prefix key
         assert "prefix key" in slow.change and "system prompt" in slow.change
     finally:

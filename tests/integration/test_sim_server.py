@@ -208,6 +208,8 @@ async def test_metrics_and_prefix_cache_hits(sims: SimCluster, http: httpx.Async
         "vllm:prompt_tokens_total",
         "vllm:time_to_first_token_seconds_count",
         "vllm:time_per_output_token_seconds_count",
+        "vllm:request_queue_time_seconds_count",
+        "vllm:request_prefill_time_seconds_count",
     ):
         assert re.search(rf'^{re.escape(name)}\{{model_name="{MODEL}"\}} ', text, re.MULTILINE)
     assert metric_value(text, "vllm:prefix_cache_hits_total") >= 192
@@ -220,6 +222,7 @@ async def test_metrics_and_prefix_cache_hits(sims: SimCluster, http: httpx.Async
     assert metric_value(text, "vllm:num_requests_running") == 0
     assert metric_value(text, "vllm:kv_cache_usage_perc") == 0
     assert metric_value(text, "vllm:time_to_first_token_seconds_count") >= 2
+    assert metric_value(text, "vllm:request_prefill_time_seconds_count") >= 2
 
     # Each replica has its own registry: sim-0 never saw this prompt.
     other = (await http.get(sims.urls[0] + "/metrics")).text

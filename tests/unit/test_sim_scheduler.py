@@ -26,9 +26,28 @@ def scheduler(**kw: int | float) -> Scheduler:
 
 def run_step(s: Scheduler, now: float = 1.0) -> list[tuple[int, int]]:
     """One step; returns (prompt_len, tokens) of what was scheduled."""
-    plan = s.schedule()
+    plan = s.schedule(now)
     s.commit(plan, now)
     return [(seq.prompt_len, n) for seq, n, _ in plan.items]
+
+
+def test_a_sequence_keeps_the_time_it_was_first_scheduled() -> None:
+    """vLLM's queue time ends, and its prefill time starts, when a request is first scheduled:
+    a sequence that waits for a free slot is scheduled later."""
+    s = scheduler(max_num_seqs=1, num_blocks=4)
+    a, b = Seq(prompt_len=4, max_output=4), Seq(prompt_len=4, max_output=1)
+    s.add(a)
+    s.add(b)
+    s.commit(s.schedule(2.0), 2.5)
+    assert (a.scheduled_at, b.scheduled_at) == (2.0, -1.0)  # b waits: one sequence at a time
+    assert a.first_token_at == 2.5
+    now = 3.0
+    while a.state != SeqState.FINISHED:
+        s.commit(s.schedule(now), now + 0.5)
+        now += 1.0
+    assert a.scheduled_at == 2.0
+    s.commit(s.schedule(now), now + 0.5)
+    assert b.scheduled_at == now and b.first_token_at == now + 0.5
 
 
 def test_decode_first_then_chunked_prefill_within_the_token_budget() -> None:
@@ -62,15 +81,16 @@ def test_kv_exhaustion_preempts_the_newest_and_it_recomputes() -> None:
     s.add(new)
     run_step(s)
     assert s.used_blocks == 4 and s.kv_usage() == pytest.approx(0.4)
-    for _ in range(16):
-        run_step(s)
+    for i in range(16):
+        run_step(s, now=2.0 + i)
     assert s.num_preemptions >= 1 and new.preemptions >= 1 and old.preemptions == 0
     assert new in s.waiting or new.computed < 8 + new.output  # dropped its progress
-    while old.state != SeqState.FINISHED:
-        run_step(s)
+    now = 18.0
     while s.has_work:
-        run_step(s)
+        run_step(s, now)
+        now += 1.0
     assert new.state == SeqState.FINISHED and new.output == 20 and not new.truncated
+    assert new.scheduled_at == 1.0  # rescheduled since, but its queue time ended at 1.0
     assert s.used_blocks == 0
 
 
