@@ -109,7 +109,8 @@ def first_k(run: CacheRun, k: int) -> CacheRun:
 
 @dataclasses.dataclass
 class PairSet:
-    """A pairwise set: label, verifier logit, cosine, soft features [n, 2], hard mask, kind."""
+    """A pairwise set: label, verifier logit, cosine, soft features [n, 2], hard mask, kind and
+    language ("" where a row names none)."""
 
     y: np.ndarray
     logit: np.ndarray
@@ -117,6 +118,7 @@ class PairSet:
     feats: np.ndarray
     hard: np.ndarray
     kind: list[str]
+    lang: list[str]
 
     def scores(self, dec: Decision) -> np.ndarray:
         return dec.score(self.logit, self.cos, self.feats, self.hard)
@@ -139,6 +141,7 @@ def pair_set(path: Path, split: str, model: Path, threads: int, limit: int = 0) 
         feats=np.array([s.features() for s in sig], dtype=np.float64).reshape(-1, 2),
         hard=np.array([s.mask for s in sig], dtype=np.int64),
         kind=[str(d.get("kind", "")) for d in docs],
+        lang=[str(d.get("lang", "")) for d in docs],
     )
 
 

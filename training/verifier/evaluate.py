@@ -67,14 +67,23 @@ def pair_curves(ps: PairSet, dec: Decision, tau_default: float | None) -> dict[s
         }
 
     kinds: dict[str, Any] = {}
+    langs: dict[str, Any] = {}
     if tau_default is not None:
         for kind in sorted(set(ps.kind)):
             m = np.array([k == kind for k in ps.kind])
             kinds[kind] = {"rows": int(m.sum()), "served": int((sc[m] >= tau_default).sum())}
+        # each kind per language, where the rows name one (the generalisation set)
+        for kind, lang in sorted({(k, g) for k, g in zip(ps.kind, ps.lang, strict=True) if g}):
+            m = np.array([(k, g) == (kind, lang) for k, g in zip(ps.kind, ps.lang, strict=True)])
+            langs[f"{kind}/{lang}"] = {
+                "rows": int(m.sum()),
+                "served": int((sc[m] >= tau_default).sum()),
+            }
     return {
         "default": at(tau_default) if tau_default is not None else None,
         "curve": [at(t) for t in SWEEP],
         "by_kind": kinds,
+        "by_kind_and_language": langs,
         "cosine_curve": [
             {**at_cos, "theta": th}
             for th in (0.7, 0.8, 0.85, 0.9, 0.92, 0.95, 0.97)
@@ -167,7 +176,8 @@ def main(argv: list[str] | None = None) -> int:
                     )
             else:
                 print(
-                    f"[{system} {name}] default {part['default']} by kind {part['by_kind']}",
+                    f"[{system} {name}] default {part['default']} by kind {part['by_kind']}"
+                    + (f" by language {langs}" if (langs := part["by_kind_and_language"]) else ""),
                     flush=True,
                 )
     args.report.parent.mkdir(parents=True, exist_ok=True)
