@@ -86,7 +86,7 @@ def test_no_close_but_different_pair_is_served(
 
 @pytest.mark.xfail(
     strict=True,
-    reason="issue 20, not met by the shipped model: at 0.92 it serves 32 of 105 everyday "
+    reason="issue 20, not met by the shipped model: at 0.92 it serves 34 of 105 everyday "
     "paraphrases; strict, so a model that passes the bar turns this into a failure until the "
     "mark is removed",
 )
