@@ -6,7 +6,9 @@ and named after the bias its output is added to; biases and layer norms are fp32
 already. The word, position and token-type embeddings are quantised per tensor in the file, so
 they are not read from it: training froze them (``train --freeze-layers 0``), so they are the
 base model's, rounded to fp16 as the GPU run had them. The result scores like the int8 model
-(validation AUC a little higher, as fp32 is), and ``train --init`` starts from it::
+(validation AUC a little higher, as fp32 is); exported again by ``training.verifier.export`` it
+gives back the shipped file byte for byte (checked on sha256 cc38c04e…). ``train --init``
+starts from it::
 
     .venv-train/bin/python -m training.verifier.recover --out runs/recovered.pt
 """
