@@ -185,7 +185,7 @@ class Scheduler:
 
     # ------------------------------------------------------------------ one step
 
-    def schedule(self, now: float = 0.0) -> StepPlan:
+    def schedule(self, now: float) -> StepPlan:
         """Choose what the next step, starting at ``now``, runs (allocating blocks, preempting
         on exhaustion)."""
         plan = StepPlan()

@@ -16,8 +16,8 @@ def run(s: Scheduler, *seqs: Seq) -> None:
         s.add(seq)
     now = 0.0
     while s.has_work:
+        s.commit(s.schedule(now), now + 1.0)
         now += 1.0
-        s.commit(s.schedule(), now)
 
 
 def seq(tokens: list[int], salt: str | None = None, out: int = 2) -> Seq:

@@ -126,7 +126,7 @@ def test_speculative_decoding_accepts_drafts_up_to_the_first_miss() -> None:
     seq = Seq(prompt_len=4, max_output=9)
     always.add(seq)
     run_step(always)
-    plan = always.schedule()
+    plan = always.schedule(1.5)
     out = always.commit(plan, 2.0)
     assert plan.items[0][1:] == (4, 3) and seq.output == 5  # 1 + 3 accepted drafts
     assert (out.drafts, out.draft_tokens, out.accepted_tokens) == (1, 3, 3)
@@ -134,7 +134,7 @@ def test_speculative_decoding_accepts_drafts_up_to_the_first_miss() -> None:
     other = Seq(prompt_len=4, max_output=9)
     never.add(other)
     run_step(never)
-    out = never.commit(never.schedule(), 2.0)
+    out = never.commit(never.schedule(1.5), 2.0)
     assert other.output == 2 and out.accepted_tokens == 0 and out.draft_tokens == 3
 
 

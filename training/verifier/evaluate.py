@@ -66,19 +66,20 @@ def pair_curves(ps: PairSet, dec: Decision, tau_default: float | None) -> dict[s
             "interval": [round(lo, 4), round(hi, 4)],
         }
 
-    kinds: dict[str, Any] = {}
-    langs: dict[str, Any] = {}
-    if tau_default is not None:
-        for kind in sorted(set(ps.kind)):
-            m = np.array([k == kind for k in ps.kind])
-            kinds[kind] = {"rows": int(m.sum()), "served": int((sc[m] >= tau_default).sum())}
-        # each kind per language, where the rows name one (the generalisation set)
-        for kind, lang in sorted({(k, g) for k, g in zip(ps.kind, ps.lang, strict=True) if g}):
-            m = np.array([(k, g) == (kind, lang) for k, g in zip(ps.kind, ps.lang, strict=True)])
-            langs[f"{kind}/{lang}"] = {
-                "rows": int(m.sum()),
-                "served": int((sc[m] >= tau_default).sum()),
-            }
+    def served_by(groups: list[str]) -> dict[str, Any]:
+        """Rows and rows served at the default, per group (one per row of ``ps``)."""
+        if tau_default is None:
+            return {}
+        keys, served = np.array(groups), sc >= tau_default
+        return {
+            g: {"rows": int((keys == g).sum()), "served": int(served[keys == g].sum())}
+            for g in sorted(set(groups))
+        }
+
+    kinds = served_by(ps.kind)
+    # each kind per language, where the rows name one (the generalisation set)
+    by_lang = served_by([f"{k}/{g}" if g else "" for k, g in zip(ps.kind, ps.lang, strict=True)])
+    langs = {group: counts for group, counts in by_lang.items() if group}
     return {
         "default": at(tau_default) if tau_default is not None else None,
         "curve": [at(t) for t in SWEEP],
