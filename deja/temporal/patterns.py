@@ -51,9 +51,7 @@ VOLATILE_PATTERNS: tuple[str, ...] = (
     rf"\bthis {_PERIOD_EN}(?:'s)?\b",
     r"\b(?:last|past) (?:night|week|weekend|month|quarter|year|hour|few days|season)\b",
     rf"\b(?:on|this|last|next|since|until|till) {_WEEKDAY_EN}\b(?!s)",
-    r"\b(?:right|just) now\b",
-    r"\bnow\b",
-    r"\bcurrent(?:ly)?\b",
+    r"\b(?:right|just) now\b|\bnow\b|\bcurrent(?:ly)?\b",
     r"\bat (?:the|this) (?:moment|minute|time)\b",
     r"\bat present\b|\bpresently\b",
     r"\blatest\b|\bnewest\b|\bmost recent\b|\brecent(?:ly)?\b|\bup[- ]to[- ]date\b",
@@ -157,8 +155,7 @@ VOLATILE_PATTERNS: tuple[str, ...] = (
     r"\bm[aá]s recientes?\b|\brecientemente\b|\brecientes?\b",
     r"\bayer\b|\banoche\b|\bma[nñ]ana\b",
     rf"\best[ae] {_PERIOD_ES}\b",
-    r"\bhasta (?:ahora|la fecha|el momento)\b",
-    r"\b(?:en vivo|en directo)\b",
+    r"\bhasta (?:ahora|la fecha|el momento)\b|\b(?:en vivo|en directo)\b",
     rf"\b(?:el|este|pr[oó]ximo|desde el|hasta el) {_WEEKDAY_ES}\b(?!s)",
     r"\b(?:el|para el|desde el) fin de semana\b",
     r"\ben lo que va de(?:l| la)? (?:a[nñ]o|mes|semana|temporada|trimestre|d[ií]a|curso|siglo)\b",
@@ -176,8 +173,7 @@ VOLATILE_PATTERNS: tuple[str, ...] = (
     r"evento|episodio|concierto|elecci[oó]n|sorteo|eclipse|puente|jornada|carrera)\b",
     r"\b(?:estrena|estrenan|sale|salen|llega|llegan|lanza|lanzan|abre|abren) (?:muy )?pronto\b",
     # has it happened yet / still
-    r"\bya\b",
-    r"\btodav[ií]a\b|\ba[uú]n\b",
+    r"\bya\b|\btodav[ií]a\b|\ba[uú]n\b",
     r"\bsiguen?\b",
     r"^\s*¿?\s*contin[uú]an?\b|\b(?:est[aá]n?|sigue|siguen) vigentes?\b",
     # change since a point in time
@@ -188,7 +184,7 @@ VOLATILE_PATTERNS: tuple[str, ...] = (
     r"\b(?:ha|han|has|hemos|hab[eé]is)\s+\w+(?:ado|[ií]do|to|cho|sto)\b[^.?!]{0,60}\b(?P<w>desde)\b"
     r"(?!\s+(?:cu[aá]ndo|qu[eé]|el a[nñ]o|\d|la (?:antig|edad|prehist)|siempre))",
     # prices and rates
-    r"\ba cu[aá]nto (?:est[aá]n?|cotiza|cotizan|se cotiza|se paga|va|van)\b",
+    r"\ba (?:cu[aá]nto|c[oó]mo) (?:est[aá]n?|cotiza|cotizan|se cotiza|se paga|va|van)\b",
     r"\bcu[aá]nto (?:cotiza|cotizan|vale|valen)\b",
     r"\bcu[aá]nto (?:cuesta|cuestan) (?:el|la|un|una) (?:litro|barril|onza|gramo|kilo|gasolina|"
     r"gas[oó]leo|di[eé]sel|luz|bitcoin|acci[oó]n|d[oó]lar|euro)\b",
@@ -243,7 +239,7 @@ VOLATILE_PATTERNS: tuple[str, ...] = (
     r"\bcu[aá]ntos a[nñ]os (?:tiene|tienen|cumple|cumplen|lleva|llevan|hace)\b(?!\s+(?:que|un|"
     r"una)\b)(?!\s+(?:el|la) (?:universo|tierra|sol|luna|sistema solar|v[ií]a l[aá]ctea)\b)",
     r"\bqu[eé] edad (?:tiene|tienen)\b(?! que)|\bcu[aá]nto tiempo (?:lleva|llevan|hace)\b",
-    # the state of things right now, asked without a time word
+    # the state of things right now, asked without a time word (markets, traffic, disruptions)
     r"\b(?:is it|will it|is there) (?:raining|snowing|rain|snow|storming|hailing|"
     r"windy|sunny|foggy|cloudy)\b(?! cats)|"
     r"\b(?:est[aá]|va a estar) (?:lloviendo|nevando|nublado)\b",
@@ -253,7 +249,10 @@ VOLATILE_PATTERNS: tuple[str, ...] = (
     r"el ibex|el tr[aá]fico|el tiempo|la econom[ií]a)\b",
     r"\b(?:traffic|tailbacks?) (?:like |jam |jams )?(?:on|in|at|near|around) (?:the )?"
     r"[\w-]{2,}|\b(?:jammed|congested|gridlocked)\b|\bhay (?:tr[aá]fico|atasco|atascos|"
-    r"retenciones)\b",
+    r"retenciones)\b|\bhay (?:alg[uú]n |alguna |algunos |algunas )?(?:retrasos?|huelgas?|"
+    r"cancelaciones|cortes|incidencias|aver[ií]as) (?:en|de|del|con|para)\b|"
+    r"\b(?:are there|is there|any) (?:any |an? )?(?:delays?|disruptions?|cancell?ations?|"
+    r"closures?|outages?|strikes?) (?:on|at|to|from|in|with|for|affecting)\b",
     r"\b(?:playing|showing) (?:in|at) (?:the )?(?:theaters?|theatres?|cinemas?)\b|"
     r"\ben cartelera\b",
 )
