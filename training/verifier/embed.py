@@ -50,7 +50,7 @@ def load_embeddings(name: str) -> dict[str, np.ndarray]:
     return {t: vecs[i] for i, t in enumerate(texts)}
 
 
-def _load_embedder(cache_dir: Path) -> Any:
+def load_embedder(cache_dir: Path) -> Any:
     last: Exception | None = None
     for mod in EMBEDDER_MODULES:
         try:
@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--chunk", type=int, default=256)
     args = ap.parse_args(argv)
     EMB.mkdir(parents=True, exist_ok=True)
-    embedder = _load_embedder(CACHE / "embedder")
+    embedder = load_embedder(CACHE / "embedder")
     print(f"[embed] embedder {embedder.vectors_id}", flush=True)
     for name in args.split:
         out = EMB / f"{Path(name).stem if '/' in name else name}.npy"
