@@ -14,7 +14,8 @@ MRPC/STS validation rows (``val_extra``) and the held-out synonyms (all paraphra
 logit's spread is shown); the residual cosine by a 5-fold cross-fitted logistic AUC on the
 Quora validation pairs that no mismatch kind flags.
 
-    .venv/bin/python -m training.verifier.prep   # (train venv) the validation files
+    .venv-train/bin/python -m training.verifier.prep   # the validation files
+    .venv/bin/python -m training.verifier.embed        # their cached vectors
     .venv/bin/python -m training.verifier.signals --report /tmp/signals.json
 """
 
@@ -30,6 +31,7 @@ import numpy as np
 from deja.semantic.auc import auc
 from deja.semantic.calibration import fit_logistic, sigmoid
 from deja.semantic.mismatch import compare, tokens
+from training.verifier.calibrate import cached_embed
 from training.verifier.calibration import Verifier
 from training.verifier.common import ARTIFACTS, CACHE, read_json_rows
 from training.verifier.embed import load_embedder
@@ -56,8 +58,11 @@ def unit_vectors(embedder: Any, texts: list[str]) -> np.ndarray:
     return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
 
 
-def measure(rows: list[dict[str, Any]], v: Verifier, embedder: Any) -> dict[str, np.ndarray]:
+def measure(
+    rows: list[dict[str, Any]], split: str, v: Verifier, embedder: Any
+) -> dict[str, np.ndarray]:
     q, c = [str(r["b"]) for r in rows], [str(r["a"]) for r in rows]
+    pair_vectors = cached_embed(split)  # the embed step's vectors, not embedded again
     res = [residual(x, y) for x, y in zip(q, c, strict=True)]
     one_sided = np.array([not (a and b) for a, b in res])
     rcos = np.sum(
@@ -69,7 +74,7 @@ def measure(rows: list[dict[str, Any]], v: Verifier, embedder: Any) -> dict[str,
         "y": np.array([bool(r["duplicate"]) for r in rows]),
         "forward": v.logits(list(zip(q, c, strict=True)), batch=1),
         "reverse": v.logits(list(zip(c, q, strict=True)), batch=1),
-        "cos": np.sum(unit_vectors(embedder, q) * unit_vectors(embedder, c), axis=1),
+        "cos": np.sum(pair_vectors(q) * pair_vectors(c), axis=1),
         "rcos": np.where(one_sided, 0.0, rcos),
         "one_sided": one_sided.astype(np.float64),
         "flagged": np.array([compare(x, y).mask != 0 for x, y in zip(q, c, strict=True)]),
@@ -135,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
         if len(rows) > args.rows:
             pick = np.random.default_rng(0).choice(len(rows), args.rows, replace=False)
             rows = [rows[i] for i in sorted(pick)]
-        m = measure(rows, v, embedder)
+        m = measure(rows, name, v, embedder)
         report[name] = summary(m)
         if name == "val":
             report["residual_on_val"] = residual_report(m)
