@@ -19,13 +19,14 @@ which need no language.
 
 from __future__ import annotations
 
+import itertools
 import re
 import unicodedata
 from collections import Counter
 from dataclasses import dataclass
 
 from deja.semantic import lexicon as lex
-from deja.semantic.antonyms import ANTONYM_FORMS, ANTONYMS
+from deja.semantic.antonyms import ANTONYM_FORMS, ANTONYMS, VETO_ONLY
 
 # A number with its sign and decimals; a word, with the "++"/"#" of C++, C#, F#; any other
 # single non-space character (operators, %, @, $, €, ^ …).
@@ -46,7 +47,17 @@ _OPERATOR = re.compile(r"(?<!\S)(?:[-+*/^=<>!&|~%]+|\*\*)(?!\S)")
 _ANYWHERE = frozenset("%@#$€£^=<>~&|")
 _NEGATED_AUX = re.compile(r"n't\b|n’t\b|\bcannot\b", re.I)
 
-_ANT = {x: y for a, b in (*ANTONYMS, *ANTONYM_FORMS) for x, y in ((a, b), (b, a))}
+
+def _opposites(pairs: tuple[tuple[str, str], ...]) -> dict[str, frozenset[str]]:
+    """word -> its opposites; a word may have several ("light" faces "heavy" and "dark")."""
+    out: dict[str, set[str]] = {}
+    for a, b in pairs:
+        out.setdefault(a, set()).add(b)
+        out.setdefault(b, set()).add(a)
+    return {word: frozenset(opposite) for word, opposite in out.items()}
+
+
+_ANT = _opposites((*ANTONYMS, *ANTONYM_FORMS, *VETO_ONLY))
 
 
 #: The mismatch kinds a decision may veto on, in bit order of :meth:`Signals.mask`.
@@ -224,12 +235,20 @@ def _roles_swapped(qa: list[str], qb: list[str], sa: set[str], sb: set[str]) -> 
 _NEG_PREFIXES = ("un", "dis", "des", "non", "in", "im")
 
 
+def _absent(toks: list[str]) -> set[str]:
+    """The token set, with "with no" read as "without" ("a business with no money" / "without
+    any money" is one question)."""
+    out = set(toks)
+    if any(a == "with" and b == "no" for a, b in itertools.pairwise(toks)):
+        out.add("without")
+    return out
+
+
 def _opposed(sa: set[str], sb: set[str]) -> bool:
     """A word of ``sa`` whose opposite (from the list, or the word with a negating prefix:
     lock/unlock, activo/desactivo) is in ``sb`` only."""
     for t in sa - sb:
-        opposite = _ANT.get(t)
-        if opposite is not None and opposite in sb and opposite not in sa:
+        if (_ANT.get(t, frozenset()) & sb) - sa:
             return True
         if len(t) >= 4 and any(p + t in sb and p + t not in sa for p in _NEG_PREFIXES):
             return True
@@ -248,7 +267,8 @@ def compare(query: str, cached: str) -> Signals:
     only_a = {e for e in ea - eb if e not in sb}
     only_b = {e for e in eb - ea if e not in sa}
     entity = bool(only_a) and bool(only_b)
-    antonym = _opposed(sa, sb) or _opposed(sb, sa)
+    pa, pb = _absent(qa), _absent(qb)
+    antonym = _opposed(pa, pb) or _opposed(pb, pa)
     reordered = _reordered(qa, qb, sa) or _roles_swapped(qa, qb, sa, sb)
     negation = (_negations(query, qa) > 0) != (_negations(cached, qb) > 0)
     return Signals(

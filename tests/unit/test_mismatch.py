@@ -58,6 +58,15 @@ def test_same_words_still_ignores_case_and_sentence_punctuation() -> None:
         ("Best museums in Vienna?", "Best museums in Prague?", "entity"),
         ("How do I increase my score?", "How do I decrease my score?", "antonym"),
         ("¿Cómo activo el bluetooth?", "¿Cómo desactivo el bluetooth?", "antonym"),
+        # the veto-only pairs (deja.semantic.antonyms.VETO_ONLY): adjectives, presence, persons
+        ("¿Es bueno nadar después de comer?", "¿Es malo nadar después de comer?", "antonym"),
+        ("Which snacks are good for my teeth?", "Which snacks are bad for my teeth?", "antonym"),
+        ("Can I drink tea with honey?", "Can I drink tea without honey?", "antonym"),
+        ("¿Puedo pagar con tarjeta?", "¿Puedo pagar sin tarjeta?", "antonym"),
+        ("Gifts for a 10 year old boy", "Gifts for a 10 year old girl", "antonym"),
+        # a word with two opposites: "light" faces "heavy" and "dark"
+        ("How do I switch to light mode?", "How do I switch to dark mode?", "antonym"),
+        ("Is a light blanket enough?", "Is a heavy blanket enough?", "antonym"),
         ("Trains from Porto to Faro?", "Trains from Faro to Porto?", "reordered"),
         (
             "¿Es el vino más caro que la cerveza?",
@@ -109,6 +118,8 @@ def test_hard_mismatch_kinds(a: str, b: str, kind: str) -> None:
         ("If my cat scratches me, what do I do?", "What do I do if my cat scratches me?"),
         ("Can me and my partner share a plan?", "Can my partner and I share a plan?"),
         ("Why does he call me every day?", "Why does he call me daily?"),
+        # "with no" is "without"
+        ("How do I start a business with no money?", "How do I start a business without money?"),
     ],
 )
 def test_paraphrases_have_no_hard_mismatch(a: str, b: str) -> None:
