@@ -17,6 +17,11 @@
    2% of the best area, and on a tie (1%) the most weight on the non-Quora rows; its decision
    and table are then fitted on every row.
 
+With ``--keep-decision FILE`` step 4 is skipped: that table's k, floor and weights are kept and
+only the vetoes (step 3) and τ are derived again. For a change of the mismatch lists
+(``deja/semantic/antonyms.py``): refitting the weights on the few candidates whose veto changed
+moves them a little and can move a τ by a step of the curve, which is noise, not the change.
+
 Precision in the τ table is read at ``--duplicate-share`` (0.369, the share of duplicates in
 Quora's released pairs; ``qqp_dev.jsonl`` has 0.372): the validation split has 0.331 because
 of how the training file was cut, and at a lower share the same cut-off serves a larger share
@@ -52,6 +57,7 @@ from training.verifier.calibration import (
     cache_run,
     curve_area,
     fit_combined,
+    load_calibration,
     metrics_at,
     serve,
     serve_cosine,
@@ -288,6 +294,60 @@ def pick(opts: list[dict[str, Any]]) -> dict[str, Any]:
     return max(tied, key=lambda o: (o["extra_weight"], o["area"]))
 
 
+def kept(path: Path, run4: CacheRun, vetoes: tuple[str, ...]) -> dict[str, Any]:
+    """The option of an earlier calibration file (its k, floor, weights and label) with
+    ``vetoes`` and its τ table derived again on ``run4``."""
+    dec, doc = load_calibration(path)
+    dec = dataclasses.replace(dec, vetoes=vetoes)
+    k, floor = int(doc["k"]), float(doc["cosine_floor"])
+    run = first_k(run4, k)
+    return {
+        "k": k,
+        "floor": floor,
+        "decision": dec,
+        "label": f"kept from {path.name}",
+        "fitted_on": str(doc.get("fitted_on", "")),
+        "table": build_table(run, serve(run, dec, floor), TARGETS, 50, z=Z_ONE_SIDED),
+    }
+
+
+def earlier_options(report: Path, model_sha256: str) -> list[Any]:
+    """The options an earlier run on the same model wrote to ``report`` (with
+    ``--keep-decision`` none are fitted: the kept decision was chosen among these)."""
+    if not report.is_file():
+        return []
+    doc = json.loads(report.read_text())
+    return list(doc.get("options", [])) if doc.get("model_sha256") == model_sha256 else []
+
+
+def describe_fit(
+    best: dict[str, Any], rows: int, duplicates: int, extra_rows: int, args: argparse.Namespace
+) -> str:
+    """The table's ``fitted_on``: the data, the chosen option and the rule for τ."""
+    if "fitted_on" in best:  # --keep-decision: the earlier fit, and what was derived again
+        kept_note = (
+            "; weights kept from that fit (calibrate --keep-decision), "
+            "vetoes and tau derived again with this checkout's mismatch lists"
+        )
+        return str(best["fitted_on"]).removesuffix(kept_note) + kept_note
+    weight = best["extra_weight"]
+    beside = (
+        f"fitted there and on {extra_rows} held-out MRPC/STS/rule-made pairs weighted {weight:g}"
+        if weight > 0
+        else "fitted there alone (the held-out MRPC and STS pairs count in the vetoes only)"
+    )
+    if best["decision"].kind == "verifier":
+        beside = "the verifier's probability, nothing fitted"
+    return (
+        f"Quora validation split carved from qqp_train.jsonl.gz ({rows} rows, "
+        f"{duplicates} duplicates, no question text shared with training) in "
+        f"cache mode, rows weighted to a duplicate share of {args.duplicate_share or 'its own'}, "
+        f"top-{best['k']} by cosine >= {best['floor']}, pairs scored one by one as the gateway "
+        f"does; {best['label']}: {beside}; tau = least cut-off whose one-sided {Z_ONE_SIDED} "
+        "Wilson lower bound of labelled precision (>= 50 labelled hits) reaches the target"
+    )
+
+
 def pairwise_report(ps: PairSet, dec: Decision, tau: float) -> dict[str, Any]:
     sc = ps.scores(dec)
     served = sc >= tau
@@ -348,6 +408,12 @@ def main(argv: list[str] | None = None) -> int:
         help="read validation precision as if this share of its rows were duplicates "
         "(0 keeps the split's own share)",
     )
+    ap.add_argument(
+        "--keep-decision",
+        type=Path,
+        default=None,
+        help="keep this calibration file's k, floor and weights; derive vetoes and tau again",
+    )
     ap.add_argument("--limit", type=int, default=0, help="first N validation rows (smoke)")
     ap.add_argument(
         "--extra-limit", type=int, default=0, help="a seeded sample of N val_extra rows"
@@ -362,27 +428,14 @@ def main(argv: list[str] | None = None) -> int:
     extra = pair_set(args.val_extra, "val_extra", args.model, args.threads, args.extra_limit)
     vetoes, veto_report = choose_vetoes(run4, extra, min(TARGETS))
     print(f"[calibrate] vetoes {vetoes}: {veto_report}", flush=True)
-    opts = options(run4, extra, tuple(vetoes), args.floors, args.ks)
-    best = pick(opts)
+    if args.keep_decision is None:
+        opts = options(run4, extra, tuple(vetoes), args.floors, args.ks)
+        best = pick(opts)
+    else:
+        opts, best = [], kept(args.keep_decision, run4, tuple(vetoes))
     dec, floor, k = best["decision"], best["floor"], best["k"]
     print(f"[calibrate] chosen k {k} floor {floor} {dec}", flush=True)
-    weight = best["extra_weight"]
-    beside = (
-        f"fitted there and on {len(extra.y)} held-out MRPC/STS/rule-made pairs weighted {weight:g}"
-        if weight > 0
-        else "fitted there alone (the held-out MRPC and STS pairs count in the vetoes only)"
-    )
-    if dec.kind == "verifier":
-        beside = "the verifier's probability, nothing fitted"
-    fitted_on = (
-        f"Quora validation split carved from qqp_train.jsonl.gz ({len(rows)} rows, "
-        f"{int(run4.duplicate.sum())} duplicates, no question text shared with training) in "
-        f"cache mode, rows weighted to a duplicate share of {args.duplicate_share or 'its own'}, "
-        f"top-{k} by cosine >= {floor}, pairs scored one by one as the gateway "
-        f"does; {best['label']}: {beside}; tau = least cut-off whose one-sided {Z_ONE_SIDED} "
-        "Wilson lower bound of "
-        "labelled precision (>= 50 labelled hits) reaches the target"
-    )
+    fitted_on = describe_fit(best, len(rows), int(run4.duplicate.sum()), len(extra.y), args)
     run = first_k(run4, k)
     sv = serve(run, dec, floor)
     extra_doc = {
@@ -420,7 +473,8 @@ def main(argv: list[str] | None = None) -> int:
                 "table": o["table"],
             }
             for o in opts
-        ],
+        ]
+        or earlier_options(args.report, doc["model_sha256"]),
         "chosen": {
             "k": k,
             "floor": floor,
