@@ -298,4 +298,13 @@ VETO_ONLY: tuple[tuple[str, str], ...] = (
     ("hijo", "hija"),
     ("hermano", "hermana"),
     ("novio", "novia"),
+    # Spanish verb forms that raise or cut (infinitive, present tense; added 7 December)
+    ("aumentar", "reducir"),
+    ("aumento", "reduzco"),
+    ("aumentas", "reduces"),
+    ("aumenta", "reduce"),
+    ("aumentamos", "reducimos"),
+    ("aumentan", "reducen"),
+    ("aumentar", "bajar"),
+    ("subir", "reducir"),
 )

@@ -114,27 +114,46 @@ UNIT_NEEDS_NUMBER = frozenset(
 )
 ORDINALS = {
     **dict.fromkeys(("first", "1st", "primero", "primera", "primer"), "1"),
-    **dict.fromkeys(("second", "2nd", "segunda"), "2"),
+    **dict.fromkeys(("second", "2nd", "segundo", "segunda"), "2"),
     **dict.fromkeys(("third", "3rd", "tercero", "tercera", "tercer"), "3"),
     **dict.fromkeys(("fourth", "4th", "cuarto", "cuarta"), "4"),
     **dict.fromkeys(("fifth", "5th", "quinto", "quinta"), "5"),
+    **dict.fromkeys(("sixth", "6th", "sexto", "sexta"), "6"),
+    **dict.fromkeys(("seventh", "7th", "séptimo", "séptima"), "7"),
+    **dict.fromkeys(("eighth", "8th", "octavo", "octava"), "8"),
+    **dict.fromkeys(("ninth", "9th", "noveno", "novena"), "9"),
+    **dict.fromkeys(("tenth", "10th", "décimo", "décima"), "10"),
+    **dict.fromkeys(("penultimate", "penúltimo", "penúltima"), "penultimate"),
     **dict.fromkeys(("last", "último", "última", "final"), "last"),
     **dict.fromkeys(("next", "próximo", "próxima", "siguiente"), "next"),
     **dict.fromkeys(("previous", "anterior"), "previous"),
 }
 # Ordinal words that are something else next to these: "last" is a verb after "will", "it"…
 # or before "longer", "forever"… ("will it last", "make it last longer"); "más próxima" is
-# "nearest", not "next".
+# "nearest", not "next"; "un segundo", "por segundo" are the unit of time.
 NOT_ORDINAL_AFTER = {
     "last": frozenset(
         {"to", "will", "would", "can", "could", "does", "do", "did", "should", "it", "they"}
     ),
+    "segundo": frozenset({"un", "cada", "por", "medio", "al"}),
     "próximo": frozenset({"más"}),
     "próxima": frozenset({"más"}),
 }
 NOT_ORDINAL_BEFORE = {
     "last": frozenset({"longer", "long", "forever", "for", "until", "through", "beyond"}),
 }
+#: Prepositions of direction, read before the same word on both sides: "flights to Rome" /
+#: "flights from Rome", "vuelos a Roma" / "vuelos desde Roma" ask opposite things. Each word
+#: names its language, so the English article "a" never faces "from".
+DIRECTIONS = {
+    **dict.fromkeys(("to", "into", "towards", "toward", "onto"), ("to", "en")),
+    "from": ("from", "en"),
+    **dict.fromkeys(("a", "al", "hacia"), ("to", "es")),
+    "desde": ("from", "es"),
+}
+#: Words after such a preposition that name no place ("compare to each other" / "differ from
+#: each other").
+NOT_A_PLACE = frozenset({"each", "one", "another"})
 #: Words whose suffix symbol names another thing (three languages: C, C++, C#).
 CODE_WORDS = frozenset({"c", "c++", "c#", "f#", "j#", "g++", "x++", "a+", "b+"})
 NEGATIONS = frozenset(

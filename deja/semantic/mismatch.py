@@ -203,6 +203,18 @@ def _stem(t: str) -> str:
     return t
 
 
+def _directions(toks: list[str]) -> set[tuple[str, str, str]]:
+    """(way, language, the next word but articles) for each preposition of direction."""
+    out: set[tuple[str, str, str]] = set()
+    for i, t in enumerate(toks):
+        if (direction := lex.DIRECTIONS.get(t)) is None:
+            continue
+        rest = [w for w in toks[i + 1 : i + 3] if w not in lex.ARTICLES]
+        if rest and rest[0] not in lex.NOT_A_PLACE:
+            out.add((*direction, rest[0]))
+    return out
+
+
 def _reordered(qa: list[str], qb: list[str], sa: set[str]) -> bool:
     """The same words (up to articles and agreement) in another order, outside a symmetric
     "between X and Y"."""
@@ -213,8 +225,15 @@ def _reordered(qa: list[str], qb: list[str], sa: set[str]) -> bool:
         stb = [_stem(t) for t in qb if t not in lex.ARTICLES]
         if Counter(sta) != Counter(stb):
             return False
-    content_a = [_stem(t) for t in qa if t not in lex.STOP]
-    content_b = [_stem(t) for t in qb if t not in lex.STOP]
+    # an origin and a destination that keep their prepositions may move ("from London to
+    # Paris" / "to Paris from London"); one preposition before two words marks no roles ("a
+    # landlord sue a tenant": the article "a" reads as Spanish "a")
+    da = _directions(qa)
+    ways = {way for way, _, _ in da}
+    two = len(da) == 2 and len(ways) == 2 and da == _directions(qb)
+    kept = {_stem(place) for _, _, place in da} if two else set()
+    content_a = [s for t in qa if t not in lex.STOP and (s := _stem(t)) not in kept]
+    content_b = [s for t in qb if t not in lex.STOP and (s := _stem(t)) not in kept]
     return content_a != content_b
 
 
@@ -255,6 +274,18 @@ def _opposed(sa: set[str], sb: set[str]) -> bool:
     return False
 
 
+_FLIP = {"to": "from", "from": "to"}
+
+
+def _direction_flipped(qa: list[str], qb: list[str]) -> bool:
+    """The same place reached on one side and left on the other ("to Rome" / "from Rome")."""
+    da, db = _directions(qa), _directions(qb)
+    if not da or not db:
+        return False
+    only_a, only_b = da - db, db - da
+    return any((_FLIP[way], lang, word) in only_b for way, lang, word in only_a)
+
+
 def compare(query: str, cached: str) -> Signals:
     """The mismatch signals between ``query`` and ``cached`` (symmetric)."""
     qa, qb = tokens(query), tokens(cached)
@@ -268,7 +299,7 @@ def compare(query: str, cached: str) -> Signals:
     only_b = {e for e in eb - ea if e not in sa}
     entity = bool(only_a) and bool(only_b)
     pa, pb = _absent(qa), _absent(qb)
-    antonym = _opposed(pa, pb) or _opposed(pb, pa)
+    antonym = _opposed(pa, pb) or _opposed(pb, pa) or _direction_flipped(qa, qb)
     reordered = _reordered(qa, qb, sa) or _roles_swapped(qa, qb, sa, sb)
     negation = (_negations(query, qa) > 0) != (_negations(cached, qb) > 0)
     return Signals(
