@@ -21,6 +21,8 @@ from training.verifier.common import CACHE, DATA, Progress, read_pairs
 
 EMB = CACHE / "emb"
 GEN = CACHE.parents[2] / "tests" / "data" / "generalisation.jsonl"
+#: a later probe, written after the generalisation set and disjoint from it (no shared text)
+RED = GEN.with_name("red_team.jsonl")
 EMBEDDER_MODULES = ("deja.embedding.onnx.embedder",)
 
 
@@ -75,6 +77,7 @@ def main(argv: list[str] | None = None) -> int:
             str(CACHE / "mrpc_test.jsonl"),
             str(CACHE / "val_synonym.jsonl"),
             str(GEN),
+            str(RED),
         ],
         help="split names (train, val, dev) or JSONL paths",
     )

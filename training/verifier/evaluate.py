@@ -9,8 +9,10 @@ given by ``--old``) and each set:
 - ``val`` (the calibration split): the same curves (the table was fitted here).
 - ``mrpc`` (``mrpc_test.jsonl``, MRPC rows held out of training and fitting), ``synonym``
   (``val_synonym.jsonl``: validation questions with a synonym training never saw, all
-  paraphrases) and ``gen`` (``tests/data/generalisation.jsonl``), pairwise: precision / recall
-  over τ and what the default target serves, per kind of row.
+  paraphrases), ``gen`` (``tests/data/generalisation.jsonl``) and ``red``
+  (``tests/data/red_team.jsonl``, a later probe of the same kinds written on 7 December and
+  sharing no text with ``gen``), pairwise: precision / recall over τ and what the default
+  target serves, per kind of row.
 
 All curves of one system come from one run per set. Writes ``eval_report.json``.
 """
@@ -39,14 +41,15 @@ from training.verifier.calibration import (
     serve,
     tau_for_target,
 )
-from training.verifier.common import ARTIFACTS, CACHE, DATA, REPO, RUNS, read_pairs
+from training.verifier.common import ARTIFACTS, CACHE, DATA, RUNS, read_pairs
+from training.verifier.embed import GEN, RED
 
-GEN = REPO / "tests" / "data" / "generalisation.jsonl"
 #: The pairwise sets: name -> (file, split name in the pair-set cache).
 PAIR_SETS = {
     "mrpc": (CACHE / "mrpc_test.jsonl", "mrpc_test"),
     "synonym": (CACHE / "val_synonym.jsonl", "val_synonym"),
     "gen": (GEN, "generalisation"),
+    "red": (RED, "red_team"),
 }
 
 
@@ -151,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
         "--sets",
         nargs="+",
         choices=("dev", "val", *PAIR_SETS),
-        default=["dev", "val", "mrpc", "synonym", "gen"],
+        default=["dev", "val", "mrpc", "synonym", "gen", "red"],
     )
     ap.add_argument("--systems", nargs="+", default=["new", "old"])
     ap.add_argument("--report", type=Path, default=RUNS / "eval_report.json")
