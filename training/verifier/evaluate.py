@@ -165,6 +165,10 @@ def main(argv: list[str] | None = None) -> int:
     report: dict[str, Any] = json.loads(args.report.read_text()) if args.report.is_file() else {}
     for system in args.systems:
         cal = args.calibration if system == "new" else args.old
+        if system != "new" and not cal.is_file():
+            # the previous model is kept only on the machine that replaced it
+            print(f"[evaluate] {system}: no table at {cal} (--old), skipped", flush=True)
+            continue
         report.setdefault(system, {}).update(
             evaluate(cal, args.sets, args.threads, args.default_target)
         )
