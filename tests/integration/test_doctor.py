@@ -119,8 +119,11 @@ async def test_queue_with_free_kv(http: httpx.AsyncClient) -> None:
         url = cluster.urls[0]
         traffic = asyncio.gather(*(send(http, url, i, 20, 20) for i in range(16)))
         findings = await diagnose_while(url, traffic, window=1.2)
-        assert rules(findings) == {"queue_with_free_kv"}
-        [queue] = findings
+        # 16 requests in waves of 2: wave k waits k decodes, so TTFT spreads by design, and on
+        # a loaded machine its p99/p50 can reach the spread rule's 3 (the same advice)
+        assert "queue_with_free_kv" in rules(findings)
+        assert rules(findings) <= {"queue_with_free_kv", "ttft_spread"}
+        [queue] = [f for f in findings if f.rule == "queue_with_free_kv"]
         assert queue.numbers["waiting_max"] >= 5 and queue.numbers["kv_usage_max"] < 0.7
         assert "--max-num-batched-tokens" in queue.change
     finally:
