@@ -154,6 +154,16 @@ DIRECTIONS = {
 #: Words after such a preposition that name no place ("compare to each other" / "differ from
 #: each other").
 NOT_A_PLACE = frozenset({"each", "one", "another"})
+#: The kind of answer a question's first word asks for: "Where was X born?" and "When was X
+#: born?" share every other word and need different answers. "how", "what" and "which" are
+#: left out: "What time is breakfast?" is "When is breakfast?", "How do I get there?" is
+#: "What is the way there?". "por qué" is read in mismatch.py.
+QUESTION_WORDS = {
+    **dict.fromkeys(("where", "dónde", "donde", "adónde", "adonde"), "place"),
+    **dict.fromkeys(("when", "cuándo", "cuando"), "time"),
+    **dict.fromkeys(("who", "whom", "quién", "quien", "quiénes", "quienes"), "person"),
+    "why": "reason",
+}
 #: Words whose suffix symbol names another thing (three languages: C, C++, C#).
 CODE_WORDS = frozenset({"c", "c++", "c#", "f#", "j#", "g++", "x++", "a+", "b+"})
 NEGATIONS = frozenset(

@@ -286,6 +286,27 @@ def _direction_flipped(qa: list[str], qb: list[str]) -> bool:
     return any((_FLIP[way], lang, word) in only_b for way, lang, word in only_a)
 
 
+def _asked(toks: list[str]) -> str | None:
+    """The kind of answer the first word asks for (place, time, person, reason), if any."""
+    if not toks:
+        return None
+    if toks[0] == "por" and len(toks) > 1 and toks[1] in ("qué", "que"):
+        return "reason"
+    return lex.QUESTION_WORDS.get(toks[0])
+
+
+def _asks_another(qa: list[str], qb: list[str]) -> bool:
+    """The same content words under question words that ask for another kind of answer
+    ("Where was she born?" / "When was she born?", "¿Dónde …?" / "¿Cuándo …?")."""
+    ka, kb = _asked(qa), _asked(qb)
+    if ka is None or kb is None or ka == kb:
+        return False
+    skip = lex.STOP | lex.QUESTION_WORDS.keys()
+    return Counter(_stem(t) for t in qa if t not in skip) == Counter(
+        _stem(t) for t in qb if t not in skip
+    )
+
+
 def compare(query: str, cached: str) -> Signals:
     """The mismatch signals between ``query`` and ``cached`` (symmetric)."""
     qa, qb = tokens(query), tokens(cached)
@@ -299,7 +320,9 @@ def compare(query: str, cached: str) -> Signals:
     only_b = {e for e in eb - ea if e not in sa}
     entity = bool(only_a) and bool(only_b)
     pa, pb = _absent(qa), _absent(qb)
-    antonym = _opposed(pa, pb) or _opposed(pb, pa) or _direction_flipped(qa, qb)
+    antonym = (
+        _opposed(pa, pb) or _opposed(pb, pa) or _direction_flipped(qa, qb) or _asks_another(qa, qb)
+    )
     reordered = _reordered(qa, qb, sa) or _roles_swapped(qa, qb, sa, sb)
     negation = (_negations(query, qa) > 0) != (_negations(cached, qb) > 0)
     return Signals(

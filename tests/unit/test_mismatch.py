@@ -94,6 +94,11 @@ def test_same_words_still_ignores_case_and_sentence_punctuation() -> None:
             "reordered",
         ),
         ("Can a landlord sue a tenant?", "Can a tenant sue a landlord?", "reordered"),
+        # the same words under a question word that asks for another kind of answer
+        ("Where did Shakespeare die?", "When did Shakespeare die?", "antonym"),
+        ("¿Dónde se sirve el desayuno?", "¿Cuándo se sirve el desayuno?", "antonym"),
+        ("¿Quién escribió el Quijote?", "¿Cuándo se escribió el Quijote?", "antonym"),
+        ("¿Por qué cierra el museo?", "¿Cuándo cierra el museo?", "antonym"),
         # roles swapped: the same words with the pronouns in other cases
         ("Why does my sister text me so late?", "Why do I text my sister so late?", "reordered"),
         ("Does she trust him?", "Does he trust her?", "reordered"),
@@ -142,6 +147,11 @@ def test_hard_mismatch_kinds(a: str, b: str, kind: str) -> None:
         ("Is it a good idea to buy a car?", "Should I buy a car from a dealer?"),
         ("¿Puedo cargar el móvil en un segundo?", "¿Puedo cargar el móvil rápido?"),
         ("¿Cuántos metros por segundo corre un guepardo?", "¿A qué velocidad corre un guepardo?"),
+        # "what time" is "when", "how" and "what" ask for anything; a question word inside the
+        # sentence is no question word
+        ("When is breakfast served?", "What time is breakfast served?"),
+        ("How do I get to the station?", "Where is the way to the station?"),
+        ("Why do I feel lost? What should I do?", "What should I do when I feel lost?"),
         # "with no" is "without"
         ("How do I start a business with no money?", "How do I start a business without money?"),
     ],
