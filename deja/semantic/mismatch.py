@@ -203,9 +203,13 @@ def _stem(t: str) -> str:
     return t
 
 
-def _directions(toks: list[str]) -> set[tuple[str, str, str]]:
-    """(way, language, the next word but articles) for each preposition of direction."""
-    out: set[tuple[str, str, str]] = set()
+#: (way, language, the next word but articles) for each preposition of direction in a text.
+Directions = set[tuple[str, str, str]]
+
+
+def _directions(toks: list[str]) -> Directions:
+    """The text's :data:`Directions`."""
+    out: Directions = set()
     for i, t in enumerate(toks):
         if (direction := lex.DIRECTIONS.get(t)) is None:
             continue
@@ -215,7 +219,12 @@ def _directions(toks: list[str]) -> set[tuple[str, str, str]]:
     return out
 
 
-def _reordered(qa: list[str], qb: list[str], sa: set[str]) -> bool:
+def _content(toks: list[str], drop: frozenset[str] = frozenset()) -> list[str]:
+    """The stems of the words that are not stop words (nor in ``drop``), in order."""
+    return [s for t in toks if t not in lex.STOP and (s := _stem(t)) not in drop]
+
+
+def _reordered(qa: list[str], qb: list[str], sa: set[str], da: Directions, db: Directions) -> bool:
     """The same words (up to articles and agreement) in another order, outside a symmetric
     "between X and Y"."""
     if sa & lex.SYMMETRIC:
@@ -228,13 +237,9 @@ def _reordered(qa: list[str], qb: list[str], sa: set[str]) -> bool:
     # an origin and a destination that keep their prepositions may move ("from London to
     # Paris" / "to Paris from London"); one preposition before two words marks no roles ("a
     # landlord sue a tenant": the article "a" reads as Spanish "a")
-    da = _directions(qa)
-    ways = {way for way, _, _ in da}
-    two = len(da) == 2 and len(ways) == 2 and da == _directions(qb)
-    kept = {_stem(place) for _, _, place in da} if two else set()
-    content_a = [s for t in qa if t not in lex.STOP and (s := _stem(t)) not in kept]
-    content_b = [s for t in qb if t not in lex.STOP and (s := _stem(t)) not in kept]
-    return content_a != content_b
+    two = len(da) == 2 and len({way for way, _, _ in da}) == 2 and da == db
+    kept = frozenset(_stem(place) for _, _, place in da) if two else frozenset()
+    return _content(qa, kept) != _content(qb, kept)
 
 
 def _roles_swapped(qa: list[str], qb: list[str], sa: set[str], sb: set[str]) -> bool:
@@ -277,9 +282,8 @@ def _opposed(sa: set[str], sb: set[str]) -> bool:
 _FLIP = {"to": "from", "from": "to"}
 
 
-def _direction_flipped(qa: list[str], qb: list[str]) -> bool:
+def _direction_flipped(da: Directions, db: Directions) -> bool:
     """The same place reached on one side and left on the other ("to Rome" / "from Rome")."""
-    da, db = _directions(qa), _directions(qb)
     if not da or not db:
         return False
     only_a, only_b = da - db, db - da
@@ -295,16 +299,16 @@ def _asked(toks: list[str]) -> str | None:
     return lex.QUESTION_WORDS.get(toks[0])
 
 
+_QUESTION_STEMS = frozenset(_stem(w) for w in lex.QUESTION_WORDS)
+
+
 def _asks_another(qa: list[str], qb: list[str]) -> bool:
     """The same content words under question words that ask for another kind of answer
     ("Where was she born?" / "When was she born?", "¿Dónde …?" / "¿Cuándo …?")."""
     ka, kb = _asked(qa), _asked(qb)
     if ka is None or kb is None or ka == kb:
         return False
-    skip = lex.STOP | lex.QUESTION_WORDS.keys()
-    return Counter(_stem(t) for t in qa if t not in skip) == Counter(
-        _stem(t) for t in qb if t not in skip
-    )
+    return Counter(_content(qa, _QUESTION_STEMS)) == Counter(_content(qb, _QUESTION_STEMS))
 
 
 def compare(query: str, cached: str) -> Signals:
@@ -320,10 +324,11 @@ def compare(query: str, cached: str) -> Signals:
     only_b = {e for e in eb - ea if e not in sa}
     entity = bool(only_a) and bool(only_b)
     pa, pb = _absent(qa), _absent(qb)
+    da, db = _directions(qa), _directions(qb)
     antonym = (
-        _opposed(pa, pb) or _opposed(pb, pa) or _direction_flipped(qa, qb) or _asks_another(qa, qb)
+        _opposed(pa, pb) or _opposed(pb, pa) or _direction_flipped(da, db) or _asks_another(qa, qb)
     )
-    reordered = _reordered(qa, qb, sa) or _roles_swapped(qa, qb, sa, sb)
+    reordered = _reordered(qa, qb, sa, da, db) or _roles_swapped(qa, qb, sa, sb)
     negation = (_negations(query, qa) > 0) != (_negations(cached, qb) > 0)
     return Signals(
         number=number,
