@@ -164,6 +164,45 @@ QUESTION_WORDS = {
     **dict.fromkeys(("who", "whom", "quién", "quien", "quiénes", "quienes"), "person"),
     "why": "reason",
 }
+#: Closed classes of names that people often type in lower case (and Spanish always writes
+#: so): weekdays, months, languages and continents. One member swapped for another of its
+#: class is a named-entity mismatch however it is written ("pharmacy hours on sunday" / "on
+#: monday", "aprender inglés" / "aprender alemán"). English "may" and "march" are left out:
+#: they are verbs more often than months.
+NAME_CLASSES: dict[str, str] = {
+    "weekday": (
+        "monday tuesday wednesday thursday friday saturday sunday lunes martes miércoles "
+        "miercoles jueves viernes sábado sabado domingo"
+    ),
+    "month": (
+        "january february april june july august september october november december enero "
+        "febrero marzo abril mayo junio julio agosto septiembre setiembre octubre noviembre "
+        "diciembre"
+    ),
+    "language": (
+        "english spanish french german italian portuguese dutch russian chinese mandarin "
+        "cantonese japanese korean arabic hindi turkish greek polish swedish catalan basque "
+        "galician inglés ingles español espanol castellano francés frances alemán aleman "
+        "italiano portugués portugues holandés holandes ruso chino mandarín japonés japones "
+        "coreano árabe arabe turco griego polaco sueco catalán euskera gallego"
+    ),
+    "continent": (
+        "africa europe asia oceania antarctica áfrica europa oceanía antártida antartida"
+    ),
+}
+NAME_CLASS = {w: c for c, words in NAME_CLASSES.items() for w in words.split()}
+#: First words that make a text a question when it was typed without its question mark ("how
+#: do i reset my phone", "es bueno correr de noche"): question words and the verbs that open a
+#: yes/no question, English and Spanish, with and without accents.
+QUESTION_START_WORDS = (
+    "how what when where why who whom whose which is are was were am do does did can could "
+    "should would will shall may might must has have had isn't aren't don't doesn't can't "
+    "cómo como qué que cuándo cuando dónde donde adónde adonde quién quien quiénes quienes "
+    "cuál cual cuáles cuales cuánto cuanto cuánta cuanta cuántos cuantos cuántas cuantas "
+    "es son está esta están estan hay puedo puede puedes pueden se debo debe tengo tiene "
+    "vale sirve"
+)
+QUESTION_STARTS = frozenset(QUESTION_START_WORDS.split())
 #: Words whose suffix symbol names another thing (three languages: C, C++, C#).
 CODE_WORDS = frozenset({"c", "c++", "c#", "f#", "j#", "g++", "x++", "a+", "b+"})
 NEGATIONS = frozenset(

@@ -183,6 +183,13 @@ def _entities(text: str) -> set[str]:
     return out
 
 
+def _class_swapped(sa: set[str], sb: set[str]) -> bool:
+    """A name of a closed class (:data:`~deja.semantic.lexicon.NAME_CLASSES`) on each side,
+    of the same class, that the other side lacks ("on sunday" / "on monday")."""
+    only_a = {c for w in sa - sb if (c := lex.NAME_CLASS.get(w)) is not None}
+    return bool(only_a) and any(lex.NAME_CLASS.get(w) in only_a for w in sb - sa)
+
+
 def _symbols(text: str, toks: set[str]) -> set[str]:
     flat = unicodedata.normalize("NFKC", text)
     found = set(_OPERATOR.findall(flat)) | (set(flat) & _ANYWHERE)
@@ -322,7 +329,7 @@ def compare(query: str, cached: str) -> Signals:
     ea, eb = _entities(query), _entities(cached)
     only_a = {e for e in ea - eb if e not in sb}
     only_b = {e for e in eb - ea if e not in sa}
-    entity = bool(only_a) and bool(only_b)
+    entity = (bool(only_a) and bool(only_b)) or _class_swapped(sa, sb)
     pa, pb = _absent(qa), _absent(qb)
     da, db = _directions(qa), _directions(qb)
     antonym = (
