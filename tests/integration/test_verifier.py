@@ -16,6 +16,7 @@ from deja.semantic.crossencoder import (
     SUMS_FILE,
     check_sums,
     load_verifier,
+    verifier_text,
 )
 from tests.support import int8_weight_range
 
@@ -73,6 +74,41 @@ async def test_one_batched_call_scores_every_candidate_in_order() -> None:
         assert batch == pytest.approx(single, abs=1e-6)
         assert max(range(4), key=lambda i: batch[i]) == 0  # the paraphrase ranks first
         assert await verifier.logits(QUERY, []) == []
+    finally:
+        await verifier.close()
+
+
+@pytest.mark.parametrize(
+    ("text", "read"),
+    [
+        ("how do i cook rice in a microwave", "how do i cook rice in a microwave?"),
+        ("¿cómo llego al museo  ", "¿cómo llego al museo?"),
+        ("es bueno correr de noche", "es bueno correr de noche?"),
+        ("How do I cook rice?", "How do I cook rice?"),
+        ("The app crashed.", "The app crashed."),
+        # a statement typed without a full stop is read as written
+        ("the app keeps crashing when I open it", "the app keeps crashing when I open it"),
+        ("best restaurants in madrid", "best restaurants in madrid"),
+        ('What does "disk full" mean?"', 'What does "disk full" mean?"'),
+        ("Is Python 3.12 out (yet!)", "Is Python 3.12 out (yet!)"),
+    ],
+)
+def test_the_verifier_reads_a_question_mark_where_a_question_was_typed_without_one(
+    text: str, read: str
+) -> None:
+    assert verifier_text(text) == read
+
+
+async def test_a_query_typed_without_a_question_mark_scores_as_one_with_it() -> None:
+    verifier = load_verifier(max_tokens=64)
+    try:
+        bare = await verifier.logits(
+            "how do i cook rice in a microwave", ["how do i cook rice in an oven"]
+        )
+        marked = await verifier.logits(
+            "how do i cook rice in a microwave?", ["how do i cook rice in an oven?"]
+        )
+        assert bare == pytest.approx(marked, abs=1e-9)
     finally:
         await verifier.close()
 

@@ -35,6 +35,7 @@ from deja.semantic.calibration import (
     serve_cosine,
     sigmoid,
 )
+from deja.semantic.crossencoder import verifier_text
 from deja.semantic.curves import (
     TARGETS,
     Curve,
@@ -82,8 +83,9 @@ class Verifier:
         return cls(sess, tok, max_tokens)
 
     def features(self, pairs: Sequence[tuple[str, str]]) -> dict[str, np.ndarray]:
-        """``tokenizer.encode(a, b)`` per pair -> [CLS] a [SEP] b [SEP], right-padded with 0."""
-        encs = self.tokenizer.encode_batch(list(pairs))
+        """``tokenizer.encode(a, b)`` per pair -> [CLS] a [SEP] b [SEP], right-padded with 0, each
+        text as the gateway feeds it (:func:`~deja.semantic.crossencoder.verifier_text`)."""
+        encs = self.tokenizer.encode_batch([(verifier_text(a), verifier_text(b)) for a, b in pairs])
         n = max(len(e.ids) for e in encs)
         ids = np.zeros((len(encs), n), dtype=np.int64)
         am = np.zeros_like(ids)
