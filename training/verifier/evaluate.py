@@ -11,7 +11,10 @@ given by ``--old``) and each set:
   (``val_synonym.jsonl``: validation questions with a synonym training never saw, all
   paraphrases), ``gen`` (``tests/data/generalisation.jsonl``) and ``red``
   (``tests/data/red_team.jsonl``, a later probe of the same kinds written on 7 December and
-  sharing no text with ``gen``), pairwise: precision / recall over τ and what the default
+  sharing no text with ``gen``), ``typed`` and ``typed_later`` (``tests/data/typed_probe*.jsonl``:
+  queries as people type them, in lower case and often without a question mark; the first
+  round was read before the verifier's question mark and the closed name classes were added,
+  the later one written after them), pairwise: precision / recall over τ and what the default
   target serves, per kind of row.
 
 All curves of one system come from one run per set. Writes ``eval_report.json``.
@@ -42,7 +45,7 @@ from training.verifier.calibration import (
     tau_for_target,
 )
 from training.verifier.common import ARTIFACTS, CACHE, DATA, RUNS, read_pairs
-from training.verifier.embed import GEN, RED
+from training.verifier.embed import GEN, RED, TYPED, TYPED_LATER
 
 #: The pairwise sets: name -> (file, split name in the pair-set cache).
 PAIR_SETS = {
@@ -50,6 +53,8 @@ PAIR_SETS = {
     "synonym": (CACHE / "val_synonym.jsonl", "val_synonym"),
     "gen": (GEN, "generalisation"),
     "red": (RED, "red_team"),
+    "typed": (TYPED, "typed_probe"),
+    "typed_later": (TYPED_LATER, "typed_probe_later"),
 }
 
 
@@ -154,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
         "--sets",
         nargs="+",
         choices=("dev", "val", *PAIR_SETS),
-        default=["dev", "val", "mrpc", "synonym", "gen", "red"],
+        default=["dev", "val", "mrpc", "synonym", "gen", "red", "typed", "typed_later"],
     )
     ap.add_argument("--systems", nargs="+", default=["new", "old"])
     ap.add_argument("--report", type=Path, default=RUNS / "eval_report.json")
