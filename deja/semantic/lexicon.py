@@ -193,16 +193,15 @@ NAME_CLASSES: dict[str, str] = {
 NAME_CLASS = {w: c for c, words in NAME_CLASSES.items() for w in words.split()}
 #: First words that make a text a question when it was typed without its question mark ("how
 #: do i reset my phone", "es bueno correr de noche"): question words and the verbs that open a
-#: yes/no question, English and Spanish, with and without accents.
+#: yes/no question (besides :data:`QUESTION_WORDS`), English and Spanish, with and without accents.
 QUESTION_START_WORDS = (
-    "how what when where why who whom whose which is are was were am do does did can could "
-    "should would will shall may might must has have had isn't aren't don't doesn't can't "
-    "cómo como qué que cuándo cuando dónde donde adónde adonde quién quien quiénes quienes "
-    "cuál cual cuáles cuales cuánto cuanto cuánta cuanta cuántos cuantos cuántas cuantas "
-    "es son está esta están estan hay puedo puede puedes pueden se debo debe tengo tiene "
-    "vale sirve"
+    "how what whose which is are was were am do does did can could should would will shall "
+    "may might must has have had isn't aren't don't doesn't can't cómo como qué que cuál "
+    "cual cuáles cuales cuánto cuanto cuánta cuanta cuántos cuantos cuántas cuantas es son "
+    "está esta están estan hay puedo puede puedes pueden se debo debe tengo tiene vale "
+    "sirve"
 )
-QUESTION_STARTS = frozenset(QUESTION_START_WORDS.split())
+QUESTION_STARTS = frozenset(QUESTION_WORDS) | frozenset(QUESTION_START_WORDS.split())
 #: Words whose suffix symbol names another thing (three languages: C, C++, C#).
 CODE_WORDS = frozenset({"c", "c++", "c#", "f#", "j#", "g++", "x++", "a+", "b+"})
 NEGATIONS = frozenset(

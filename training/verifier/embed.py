@@ -24,7 +24,7 @@ GEN = CACHE.parents[2] / "tests" / "data" / "generalisation.jsonl"
 #: a later probe, written after the generalisation set and disjoint from it (no shared text)
 RED = GEN.with_name("red_team.jsonl")
 #: queries as people type them (lower case, often no question mark): the first round led to
-#: the verifier's question mark and the closed name classes, the later one was measured once
+#: the verifier's question mark and the closed name classes, the later one was written after them
 TYPED = GEN.with_name("typed_probe.jsonl")
 TYPED_LATER = GEN.with_name("typed_probe_later.jsonl")
 EMBEDDER_MODULES = ("deja.embedding.onnx.embedder",)
