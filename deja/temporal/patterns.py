@@ -391,6 +391,30 @@ TIMELESS_PATTERNS: tuple[str, ...] = (
     r"n[uú]mero|primo|nodo|paso|t[eé]rmino|valor|[ií]ndice|car[aá]cter|letra)\b",
     r"\bqu[eé] (?:pasa|ocurre|sucede) en el (?:pr[oó]ximo|siguiente) cap[ií]tulo\b",
     r"\bahora (?:que|bien)\b",
+    # a standing answer asked with a time word: how long ahead of something to act, what a
+    # place does on every such day (plural), how to find out whether something still holds, an
+    # amount of a thing (not its price), a place "más próximo" (nearest)
+    r"\bhow (?:long|much time|many (?:hours|minutes|days|weeks)) (?:in advance |ahead )?before\b"
+    r"[^?.!]{0,60}?\b(?:should|must|do|does|can|need|needs|have to|has to|ought to)\b",
+    r"\b(?:open|opens|closed|closes|close) (?:on|at|during|over) (?:public |bank |national |"
+    r"school |religious )?(?:holidays|weekends|weekdays|sundays|mondays|tuesdays|wednesdays|"
+    r"thursdays|fridays|saturdays)\b",
+    r"\b(?:est[aá]n? )?(?:abiert[oa]s?|cerrad[oa]s?|abre|abren|cierra|cierran)\b[^?.!]{0,40}?"
+    r"(?:\b(?:los|las|todos los|todas las) (?:lunes|martes|mi[eé]rcoles|jueves|viernes|"
+    r"s[aá]bados|domingos|fines de semana|festivos|d[ií]as festivos|feriados|d[ií]as laborables|"
+    r"puentes)|\ben (?:festivos|fines de semana|vacaciones|d[ií]as festivos|feriados))\b",
+    r"\bhow (?:do|can|would|should|to|could) (?:i |you |we |one )?(?:know|tell|check|find out|"
+    r"see|verify|confirm|determine) (?:if|whether)\b[^?.!]{0,60}?\bstill(?: \w+)?",
+    r"\b(?:c[oó]mo|de qu[eé] (?:manera|forma)) (?:s[eé]|sabes|saber|puedo saber|se sabe|"
+    r"compruebo|comprobar|puedo comprobar|veo|distingo|reconozco) si\b[^?.!]{0,60}?"
+    r"\b(?:sigue|siguen|todav[ií]a|a[uú]n|ya)\b(?: \w+)?",
+    r"\bhow much (?:does|do|will|would|can) (?:an? |one |1 )?(?:ounce|gallon|barrel|litre|liter|"
+    r"pound|kilo|cup|bag|can|tin|bucket) of \w+ (?:cover|covers|weigh|hold|contain|make|yield|"
+    r"fill|serve|feed|last|produce)\b",
+    r"\b(?:estaci[oó]n|parada|farmacia|hospital|cl[ií]nica|tienda|supermercado|gasolinera|"
+    r"cajero|playa|aeropuerto|salida|oficina|ciudad|pueblo|hotel|restaurante|banco|comisar[ií]a|"
+    r"biblioteca|escuela|colegio|estrella|planeta|galaxia)(?: de [\w ]{1,20}?)? m[aá]s "
+    r"pr[oó]xim[oa]s?\b",
     # English "actual" (= real) is not Spanish "actual" (= current)
     r"\b(?:the|an|my|your|our|their|its|his|her|what|is|are|was|were|no|any|and|or)\s+actual\b",
     r"\bactual\s+(?:cost|size|value|difference|meaning|name|number|problem|reason|code|data|"
