@@ -28,13 +28,14 @@ def test_dev_set_recall_and_false_bypass() -> None:
 PROBE = Path(__file__).resolve().parents[1] / "data" / "temporal_probe.jsonl"
 
 
-def test_probe_written_before_reading_the_rules() -> None:
+def test_probe_written_before_the_standing_answer_rules() -> None:
     """``tests/data/temporal_probe.jsonl``, written on 7 December as everyday questions, before
-    the standing-answer patterns and without the rules at hand: 50 questions with a time word (today, right now, latest, hoy, ahora mismo, último …), 50
-    timeless everyday ones, half in Spanish, and 25 whose answer changes with no time word in
-    them ("Who won the Super Bowl?", "¿Cuántos habitantes tiene Madrid?"). The rules bypass every
-    marked one and no timeless one; they catch 14 of the 25 unmarked ones (a known limit:
-    prices, populations and standings asked plainly), and that must not drop."""
+    the standing-answer patterns and without the rules at hand: 50 questions with a time word
+    (today, right now, latest, hoy, ahora mismo, último …), 50 timeless everyday ones, half in
+    Spanish, and 25 whose answer changes with no time word in them ("Who won the Super Bowl?",
+    "¿Cuántos habitantes tiene Madrid?"). The rules bypass every marked one and no timeless one;
+    they catch 14 of the 25 unmarked ones (a known limit: prices, populations and standings
+    asked plainly), and that must not drop."""
     rows = [json.loads(line) for line in PROBE.read_text(encoding="utf-8").splitlines() if line]
     bypassed: dict[str, list[str]] = {}
     kept: dict[str, list[str]] = {}
