@@ -172,6 +172,27 @@ def test_paraphrases_have_no_hard_mismatch(a: str, b: str) -> None:
     assert compare(a, b).hard == ()
 
 
+@pytest.mark.parametrize(
+    ("a", "b", "disjoint"),
+    [
+        # no content word in common: about different things
+        ("How do I renew my passport?", "What is the best pizza topping?", True),
+        ("¿Cómo limpio el horno?", "¿Qué libro me recomiendas para el verano?", True),
+        ("¿Cuándo es mejor vender una moto?", "¿Cuánto tarda en hervir la leche?", True),
+        # one content word shared, compared by its first four letters, or a number shared
+        ("How do I configure the agent?", "What is the process for configuring it?", False),
+        ("¿Cómo puedo dormir mejor?", "¿Qué me ayuda a dormirme?", False),
+        ("Top movies of 2016?", "Best films 2016?", False),
+        ("How do I unclog a drain?", "What's the way to clear a blocked drain?", False),
+        # the price: a paraphrase in other words altogether is refused too
+        ("Where is the gym?", "Where can I go to exercise?", True),
+    ],
+)
+def test_questions_without_a_content_word_in_common(a: str, b: str, disjoint: bool) -> None:
+    assert ("disjoint" in compare(a, b).hard) is disjoint
+    assert ("disjoint" in compare(b, a).hard) is disjoint
+
+
 def test_soft_signals() -> None:
     assert compare("Why can I log in?", "Why can't I log in?").negation
     assert compare("How do I get a visa?", "How do I get a visa for Kenya?").extra_entity
