@@ -277,6 +277,14 @@ _CODE_LANG = (
     r"swift|kotlin|node|react|django|rails|powershell|vba|dart|scala|julia|matlab)"
 )
 
+#: Any character of the same sentence, but never the start of a word of today or now, so that a
+#: timeless span stretched over a gap cannot hide one ("how do I know if my flight today is
+#: still on time").
+_GAP = (
+    r"(?:(?!\b(?:today|tonight|tomorrow|now|currently|yesterday|hoy|ahora|ma[nñ]ana|ayer|"
+    r"anoche|esta noche)\b)[^?.!])"
+)
+
 #: Timeless uses of the same words: a volatile match inside one of these spans does not count.
 TIMELESS_PATTERNS: tuple[str, ...] = (
     # "current" as a physical quantity, a kind of account, a programming noun
@@ -395,18 +403,18 @@ TIMELESS_PATTERNS: tuple[str, ...] = (
     # place does on every such day (plural), how to find out whether something still holds, an
     # amount of a thing (not its price), a place "más próximo" (nearest)
     r"\bhow (?:long|much time|many (?:hours|minutes|days|weeks)) (?:in advance |ahead )?before\b"
-    r"[^?.!]{0,60}?\b(?:should|must|do|does|can|need|needs|have to|has to|ought to)\b",
+    rf"{_GAP}{{0,60}}?\b(?:should|must|do|does|can|need|needs|have to|has to|ought to)\b",
     r"\b(?:open|opens|closed|closes|close) (?:on|at|during|over) (?:public |bank |national |"
     r"school |religious )?(?:holidays|weekends|weekdays|sundays|mondays|tuesdays|wednesdays|"
     r"thursdays|fridays|saturdays)\b",
-    r"\b(?:est[aá]n? )?(?:abiert[oa]s?|cerrad[oa]s?|abre|abren|cierra|cierran)\b[^?.!]{0,40}?"
+    rf"\b(?:est[aá]n? )?(?:abiert[oa]s?|cerrad[oa]s?|abre|abren|cierra|cierran)\b{_GAP}{{0,40}}?"
     r"(?:\b(?:los|las|todos los|todas las) (?:lunes|martes|mi[eé]rcoles|jueves|viernes|"
     r"s[aá]bados|domingos|fines de semana|festivos|d[ií]as festivos|feriados|d[ií]as laborables|"
     r"puentes)|\ben (?:festivos|fines de semana|vacaciones|d[ií]as festivos|feriados))\b",
     r"\bhow (?:do|can|would|should|to|could) (?:i |you |we |one )?(?:know|tell|check|find out|"
-    r"see|verify|confirm|determine) (?:if|whether)\b[^?.!]{0,60}?\bstill(?: \w+)?",
+    rf"see|verify|confirm|determine) (?:if|whether)\b{_GAP}{{0,60}}?\bstill(?: \w+)?",
     r"\b(?:c[oó]mo|de qu[eé] (?:manera|forma)) (?:s[eé]|sabes|saber|puedo saber|se sabe|"
-    r"compruebo|comprobar|puedo comprobar|veo|distingo|reconozco) si\b[^?.!]{0,60}?"
+    rf"compruebo|comprobar|puedo comprobar|veo|distingo|reconozco) si\b{_GAP}{{0,60}}?"
     r"\b(?:sigue|siguen|todav[ií]a|a[uú]n|ya)\b(?: \w+)?",
     r"\bhow much (?:does|do|will|would|can) (?:an? |one |1 )?(?:ounce|gallon|barrel|litre|liter|"
     r"pound|kilo|cup|bag|can|tin|bucket) of \w+ (?:cover|covers|weigh|hold|contain|make|yield|"

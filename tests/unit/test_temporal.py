@@ -296,6 +296,8 @@ def test_the_state_of_things_now_without_a_time_word(question: str, volatile: bo
         ("¿Cómo sé si el pan todavía se puede comer?", False),
         ("Is the store still open?", True),
         ("How do I know if the shop is still open today?", True),
+        ("How do I know if my flight today is still on time?", True),
+        ("¿Cómo sé si hoy sigue abierto el museo?", True),
         ("¿Sigue abierto el supermercado?", True),
         # an amount of a thing, not its price
         ("How much does a bag of cement weigh?", False),
