@@ -16,6 +16,12 @@ given by ``--old``) and each set:
   round was read before the verifier's question mark and the closed name classes were added,
   the later one written after them), pairwise: precision / recall over τ and what the default
   target serves, per kind of row.
+- ``misses``: questions with no paraphrase cached. Every ``b`` of the four hand-written sets is
+  asked of a cache holding every other row's ``a`` (its own ``a`` and texts identical to the
+  query removed), as the gateway would: the table's top-k by cosine above its floor, each
+  pair scored, the best served when it clears τ. Whatever is served is another question's
+  answer. Counted per language and target; the default target's are listed for reading (a
+  few are paraphrases across rows, most are not).
 
 All curves of one system come from one run per set. Writes ``eval_report.json``.
 """
@@ -30,16 +36,20 @@ from typing import Any
 import numpy as np
 
 from deja.semantic.curves import wilson
+from deja.semantic.mismatch import compare
 from training.verifier.calibrate import (
+    EVAL_TARGETS,
     SWEEP,
     PairSet,
     cache_curves,
+    cached_embed,
     cosine_curves,
     pair_set,
     run_cache,
 )
 from training.verifier.calibration import (
     Decision,
+    Verifier,
     load_calibration,
     serve,
     tau_for_target,
@@ -47,6 +57,8 @@ from training.verifier.calibration import (
 from training.verifier.common import ARTIFACTS, CACHE, DATA, RUNS, read_pairs
 from training.verifier.embed import GEN, RED, TYPED, TYPED_LATER
 
+#: The hand-written sets, asked of each other by ``misses``.
+PAIR_SETS_HAND = (GEN, RED, TYPED, TYPED_LATER)
 #: The pairwise sets: name -> (file, split name in the pair-set cache).
 PAIR_SETS = {
     "mrpc": (CACHE / "mrpc_test.jsonl", "mrpc_test"),
@@ -101,6 +113,75 @@ def pair_curves(ps: PairSet, dec: Decision, tau_default: float | None) -> dict[s
     }
 
 
+def miss_traffic(
+    model: Path, dec: Decision, doc: dict[str, Any], threads: int, default: float
+) -> dict[str, Any]:
+    """The ``misses`` set (module docstring): served per language and target, and the
+    default target's hits."""
+    rows = [
+        json.loads(line)
+        for path in PAIR_SETS_HAND
+        for line in path.read_text(encoding="utf-8").splitlines()
+        if line.strip()
+    ]
+    k, floor = int(doc["k"]), float(doc["cosine_floor"])
+    embed = cached_embed(*(path.stem for path in PAIR_SETS_HAND))
+    cached = list(dict.fromkeys(str(r["a"]) for r in rows))
+    vectors = embed(cached)
+    queries = embed([str(r["b"]) for r in rows])
+    verifier = Verifier.load(model, model.parent / "tokenizer.json", threads=threads)
+    taus = {t: tau_for_target(doc, t) for t in EVAL_TARGETS}
+    best: list[tuple[float, str, float, float]] = []  # (decision, cached text, cosine, logit)
+    for row, sims in zip(rows, queries @ vectors.T, strict=True):
+        others = [int(j) for j in np.argsort(-sims) if cached[j] not in (row["a"], row["b"])][:k]
+        found = (-1.0, "", 0.0, 0.0)
+        for j in (j for j in others if sims[j] >= floor):
+            logit = float(verifier.logits([(str(row["b"]), cached[j])], batch=1)[0])
+            sig = compare(str(row["b"]), cached[j])
+            score = float(
+                dec.score(
+                    np.array([logit]),
+                    np.array([float(sims[j])]),
+                    np.array([sig.features()]),
+                    np.array([sig.mask]),
+                )[0]
+            )
+            if score > found[0]:
+                found = (score, cached[j], float(sims[j]), logit)
+        best.append(found)
+    langs = sorted({str(r.get("lang", "")) for r in rows})
+    per_target = []
+    for target, tau in taus.items():
+        served = [tau is not None and b[0] >= tau for b in best]
+        per_target.append(
+            {
+                "target": target,
+                "tau": tau,
+                "served": {
+                    lang: sum(s for s, r in zip(served, rows, strict=True) if r.get("lang") == lang)
+                    for lang in langs
+                },
+            }
+        )
+    tau_default = tau_for_target(doc, default)
+    return {
+        "queries": {lang: sum(r.get("lang") == lang for r in rows) for lang in langs},
+        "per_language": per_target,
+        "served_at_default": [
+            {
+                "lang": r.get("lang"),
+                "query": r["b"],
+                "served_for": b[1],
+                "decision": round(b[0], 4),
+                "cosine": round(b[2], 4),
+                "logit": round(b[3], 3),
+            }
+            for r, b in zip(rows, best, strict=True)
+            if tau_default is not None and b[0] >= tau_default
+        ],
+    }
+
+
 def cos_at(ps: PairSet, theta: float) -> dict[str, Any]:
     s = ps.cos >= theta
     right = int((s & ps.y).sum())
@@ -123,6 +204,8 @@ def evaluate(calibration: Path, sets: list[str], threads: int, default: float) -
         cal_report = calibration_report(calibration)
         if name == "val" and cal_report is not None:  # measured once, by the calibration run
             out[name] = cal_report["val_eval"]
+        elif name == "misses":
+            out[name] = miss_traffic(model, dec, doc, threads, default)
         elif name in ("dev", "val"):
             path = DATA / "qqp_dev.jsonl" if name == "dev" else CACHE / "val.jsonl"
             run = run_cache(read_pairs(path), name, model, k, floor, threads)
@@ -158,8 +241,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--sets",
         nargs="+",
-        choices=("dev", "val", *PAIR_SETS),
-        default=["dev", "val", "mrpc", "synonym", "gen", "red", "typed", "typed_later"],
+        choices=("dev", "val", "misses", *PAIR_SETS),
+        default=["dev", "val", "mrpc", "synonym", "gen", "red", "typed", "typed_later", "misses"],
     )
     ap.add_argument("--systems", nargs="+", default=["new", "old"])
     ap.add_argument("--report", type=Path, default=RUNS / "eval_report.json")
@@ -179,7 +262,14 @@ def main(argv: list[str] | None = None) -> int:
         )
         for name in args.sets:
             part = report[system][name]
-            if "per_target" in part:
+            if name == "misses":
+                for p in part["per_language"]:
+                    print(
+                        f"[{system} misses] target {p['target']:.2f} tau {p['tau']} served "
+                        f"{p['served']} of {part['queries']}",
+                        flush=True,
+                    )
+            elif "per_target" in part:
                 for p in part["per_target"]:
                     print(
                         f"[{system} {name}] target {p['target']:.2f} tau {p.get('tau')} "
