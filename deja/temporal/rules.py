@@ -22,7 +22,11 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from deja.temporal.patterns import FLAGS, TIMELESS_PATTERNS, VOLATILE_PATTERNS
+from deja.temporal.timeless import TIMELESS_PATTERNS
+from deja.temporal.volatile import VOLATILE_PATTERNS
+
+#: How every pattern is compiled.
+FLAGS = re.IGNORECASE | re.UNICODE
 
 #: How much of a message the rules read.
 MAX_CHARS = 2048

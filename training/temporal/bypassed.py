@@ -6,8 +6,8 @@ bypass costs a hit (both sides of ``tests/data`` pair files, ``qqp_dev.jsonl``, 
 questions of ``qqp_train.jsonl.gz``). Rules only: the classifier needs the embedder
 (``train.py`` reports it).
 
-    .venv/bin/python training/temporal/bypassed.py                 # counts per set
-    .venv/bin/python training/temporal/bypassed.py --list FILE.tsv # also every verdict
+    .venv/bin/python -m training.temporal.bypassed                 # counts per set
+    .venv/bin/python -m training.temporal.bypassed --list FILE.tsv # also every verdict
 
 Two checkouts' ``--list`` files diff to the questions a rule change moves.
 """
@@ -15,56 +15,44 @@ Two checkouts' ``--list`` files diff to the questions a rule change moves.
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
+from deja.semantic.pairs import read_pairs
 from deja.temporal.rules import TemporalDetector
+from training.temporal.train import DEFAULT_DEV, HERE, REPO, load_dev, load_questions
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parents[1]
 SHARED = REPO.parent / "shared" / "data"
 TEST_DATA = REPO / "tests" / "data"
 PAIR_SETS = ("generalisation", "red_team", "typed_probe", "typed_probe_later")
-
-
-def _lines(path: Path) -> Iterator[dict[str, object]]:
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as fh:
-        for line in fh:
-            if line.strip():
-                yield json.loads(line)
 
 
 def sets() -> dict[str, list[str]]:
     """Set name -> its distinct questions, in first-seen order."""
     out: dict[str, dict[str, None]] = {}
 
-    def add(name: str, text: object) -> None:
-        if isinstance(text, str):
-            out.setdefault(name, {})[text] = None
+    def add(name: str, text: str) -> None:
+        out.setdefault(name, {})[text] = None
 
-    def label(row: dict[str, object]) -> str:
-        return "volatile" if row["volatile"] else "timeless"
-
-    for row in _lines(HERE / "questions.jsonl"):
-        add(f"questions {row['split']} {label(row)}", row["query"])
-    if (SHARED / "temporal_dev.jsonl").exists():
-        for row in _lines(SHARED / "temporal_dev.jsonl"):
-            add(f"temporal_dev {label(row)}", row["query"])
-    for row in _lines(TEST_DATA / "temporal_probe.jsonl"):
-        add(f"temporal_probe {row['kind']}", row["query"])
-    for name in PAIR_SETS:
-        for row in _lines(TEST_DATA / f"{name}.jsonl"):
-            add(name, row["a"])
-            add(name, row["b"])
-    for path in (SHARED / "qqp_dev.jsonl", SHARED / "qqp_train.jsonl.gz"):
-        if path.exists():
-            for row in _lines(path):
-                add(path.name, row["a"])
-                add(path.name, row["b"])
+    for row in load_questions(HERE / "questions.jsonl"):
+        add(f"questions {row.split} {'volatile' if row.volatile else 'timeless'}", row.query)
+    if DEFAULT_DEV.exists():
+        for row in load_dev(DEFAULT_DEV):
+            add(f"temporal_dev {'volatile' if row.volatile else 'timeless'}", row.query)
+    probe = TEST_DATA / "temporal_probe.jsonl"
+    for line in probe.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            doc = json.loads(line)
+            add(f"temporal_probe {doc['kind']}", doc["query"])
+    paths = [TEST_DATA / f"{name}.jsonl" for name in PAIR_SETS]
+    paths += [p for p in (SHARED / "qqp_dev.jsonl", SHARED / "qqp_train.jsonl.gz") if p.exists()]
+    for path in paths:
+        name = path.stem if path.parent == TEST_DATA else path.name
+        for pair in read_pairs(path):
+            add(name, pair.a)
+            add(name, pair.b)
     return {name: list(texts) for name, texts in out.items()}
 
 

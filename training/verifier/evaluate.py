@@ -29,6 +29,7 @@ All curves of one system come from one run per set. Writes ``eval_report.json``.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -36,7 +37,6 @@ from typing import Any
 import numpy as np
 
 from deja.semantic.curves import wilson
-from deja.semantic.mismatch import compare
 from training.verifier.calibrate import (
     EVAL_TARGETS,
     SWEEP,
@@ -50,11 +50,12 @@ from training.verifier.calibrate import (
 from training.verifier.calibration import (
     Decision,
     Verifier,
+    cache_run,
     load_calibration,
     serve,
     tau_for_target,
 )
-from training.verifier.common import ARTIFACTS, CACHE, DATA, RUNS, read_pairs
+from training.verifier.common import ARTIFACTS, CACHE, DATA, RUNS, read_json_rows, read_pairs
 from training.verifier.embed import GEN, RED, TYPED, TYPED_LATER
 
 #: The hand-written sets, asked of each other by ``misses``.
@@ -117,67 +118,51 @@ def miss_traffic(
     model: Path, dec: Decision, doc: dict[str, Any], threads: int, default: float
 ) -> dict[str, Any]:
     """The ``misses`` set (module docstring): served per language and target, and the
-    default target's hits."""
-    rows = [
-        json.loads(line)
-        for path in PAIR_SETS_HAND
-        for line in path.read_text(encoding="utf-8").splitlines()
-        if line.strip()
-    ]
+    default target's hits. One cache run over the four sets with two candidates more than the
+    table's k, of which the row's own ``a`` and texts identical to the query are dropped and
+    the first k others kept; then the gateway's choice (:func:`serve`)."""
+    rows = [pair for path in PAIR_SETS_HAND for pair in read_pairs(path)]
+    langs = [str(row.get("lang", "")) for path in PAIR_SETS_HAND for row in read_json_rows(path)]
     k, floor = int(doc["k"]), float(doc["cosine_floor"])
-    embed = cached_embed(*(path.stem for path in PAIR_SETS_HAND))
-    cached = list(dict.fromkeys(str(r["a"]) for r in rows))
-    vectors = embed(cached)
-    queries = embed([str(r["b"]) for r in rows])
     verifier = Verifier.load(model, model.parent / "tokenizer.json", threads=threads)
-    taus = {t: tau_for_target(doc, t) for t in EVAL_TARGETS}
-    best: list[tuple[float, str, float, float]] = []  # (decision, cached text, cosine, logit)
-    for row, sims in zip(rows, queries @ vectors.T, strict=True):
-        others = [int(j) for j in np.argsort(-sims) if cached[j] not in (row["a"], row["b"])][:k]
-        found = (-1.0, "", 0.0, 0.0)
-        for j in (j for j in others if sims[j] >= floor):
-            logit = float(verifier.logits([(str(row["b"]), cached[j])], batch=1)[0])
-            sig = compare(str(row["b"]), cached[j])
-            score = float(
-                dec.score(
-                    np.array([logit]),
-                    np.array([float(sims[j])]),
-                    np.array([sig.features()]),
-                    np.array([sig.mask]),
-                )[0]
-            )
-            if score > found[0]:
-                found = (score, cached[j], float(sims[j]), logit)
-        best.append(found)
-    langs = sorted({str(r.get("lang", "")) for r in rows})
-    per_target = []
-    for target, tau in taus.items():
-        served = [tau is not None and b[0] >= tau for b in best]
-        per_target.append(
-            {
-                "target": target,
-                "tau": tau,
-                "served": {
-                    lang: sum(s for s, r in zip(served, rows, strict=True) if r.get("lang") == lang)
-                    for lang in langs
-                },
-            }
-        )
-    tau_default = tau_for_target(doc, default)
+    embed = cached_embed(*(path.stem for path in PAIR_SETS_HAND))
+    run = cache_run(rows, embed, verifier, k=k + 2, floor=floor)
+    other = (run.cand >= 0) & (run.kind == 0)
+    keep = other & (np.cumsum(other, axis=1) <= k)
+    run = dataclasses.replace(
+        run, cand=np.where(keep, run.cand, -1), cos=np.where(keep, run.cos, -np.inf)
+    )
+    sv = serve(run, dec, floor)
+    idx = np.arange(run.n)
+    slot = np.maximum(sv.slot, 0)
+    lang_of = np.array(langs)
+    names = sorted(set(langs))
+
+    def served_at(target: float) -> np.ndarray:
+        tau = tau_for_target(doc, target)
+        return (sv.slot >= 0) & (sv.score >= (np.inf if tau is None else tau))
+
+    at_default = served_at(default)
     return {
-        "queries": {lang: sum(r.get("lang") == lang for r in rows) for lang in langs},
-        "per_language": per_target,
+        "queries": {lang: int((lang_of == lang).sum()) for lang in names},
+        "per_language": [
+            {
+                "target": t,
+                "tau": tau_for_target(doc, t),
+                "served": {lang: int((served_at(t) & (lang_of == lang)).sum()) for lang in names},
+            }
+            for t in EVAL_TARGETS
+        ],
         "served_at_default": [
             {
-                "lang": r.get("lang"),
-                "query": r["b"],
-                "served_for": b[1],
-                "decision": round(b[0], 4),
-                "cosine": round(b[2], 4),
-                "logit": round(b[3], 3),
+                "lang": langs[i],
+                "query": rows[i].b,
+                "served_for": run.index_texts[int(run.cand[i, slot[i]])],
+                "decision": round(float(sv.score[i]), 4),
+                "cosine": round(float(run.cos[i, slot[i]]), 4),
+                "logit": round(float(run.logit[i, slot[i]]), 3),
             }
-            for r, b in zip(rows, best, strict=True)
-            if tau_default is not None and b[0] >= tau_default
+            for i in idx[at_default]
         ],
     }
 
