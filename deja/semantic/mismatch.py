@@ -9,9 +9,10 @@ A cached answer to "mastering C++?" is wrong for "mastering C?", and one for "5 
 - :func:`compare` → :class:`Signals`: number, unit, ordinal, symbol and named-entity
   mismatches, antonym pairs, negation differences and reorderings (the same words in another
   order: "from X to Y" / "from Y to X"; or the same words with the pronouns' roles swapped:
-  "Why does my boss email me?" / "Why do I email my boss?"). The decision
-  (:mod:`deja.semantic.cutoffs`) vetoes a candidate with a *hard* mismatch and uses the soft
-  ones as features.
+  "Why does my boss email me?" / "Why do I email my boss?"); and one English noun swapped for
+  a sister of its WordNet class ("microwave" / "oven": :mod:`deja.semantic.neighbours`). The
+  decision (:mod:`deja.semantic.cutoffs`) vetoes a candidate with a *hard* mismatch and uses
+  the soft ones as features.
 
 English and Spanish word lists; anything else falls back to the digit and symbol checks,
 which need no language.
@@ -26,6 +27,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from deja.semantic import lexicon as lex
+from deja.semantic import neighbours
 from deja.semantic.antonyms import ANTONYM_FORMS, ANTONYMS, VETO_ONLY
 
 # A number with its sign and decimals; a word, with the "++"/"#" of C++, C#, F#; any other
@@ -70,6 +72,7 @@ HARD_KINDS = (
     "antonym",
     "reordered",
     "disjoint",
+    "neighbour",
 )
 
 
@@ -90,6 +93,7 @@ class Signals:
     antonym: bool = False
     reordered: bool = False
     disjoint: bool = False  # no content word in common
+    neighbour: bool = False  # one noun swapped for a sister of its class (microwave / oven)
     negation: bool = False
     extra_entity: bool = False  # one side names something the other does not (narrower)
 
@@ -241,6 +245,12 @@ def _content(toks: list[str], drop: frozenset[str] = frozenset()) -> list[str]:
     return [s for t in toks if t not in lex.STOP and (s := _stem(t)) not in drop]
 
 
+def _words(toks: set[str]) -> set[str]:
+    """The content words as written (no stems): the nouns :mod:`~deja.semantic.neighbours`
+    looks up."""
+    return {t for t in toks if t.isalpha() and t not in lex.STOP}
+
+
 def _disjoint(qa: list[str], qb: list[str]) -> bool:
     """No content word in common: stop words aside, words compared by their first four letters
     (so "configure" meets "configuring", "dormir" meets "dormirme"). Two such questions are
@@ -369,6 +379,7 @@ def compare(query: str, cached: str) -> Signals:
         antonym=antonym,
         reordered=reordered,
         disjoint=_disjoint(qa, qb),
+        neighbour=neighbours.swapped(_words(sa), _words(sb)),
         negation=negation,
         extra_entity=bool(only_a) != bool(only_b),
     )
