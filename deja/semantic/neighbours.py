@@ -44,22 +44,26 @@ class Noun:
         return bool(self.classes & other.classes)
 
 
-def load_nouns(path: Path = TABLE_FILE) -> Mapping[str, Noun]:
-    """The table at ``path`` as word -> :class:`Noun`."""
-    words = json.loads(path.read_text(encoding="utf-8"))["words"]
-    return {
+def load_nouns(path: Path = TABLE_FILE) -> tuple[Mapping[str, Noun], Mapping[str, str]]:
+    """The table at ``path``: word -> :class:`Noun`, and irregular plural -> its noun."""
+    table = json.loads(path.read_text(encoding="utf-8"))
+    nouns = {
         w: Noun(frozenset(senses), frozenset(classes), frozenset(above))
-        for w, (senses, classes, above) in words.items()
+        for w, (senses, classes, above) in table["words"].items()
     }
+    return nouns, dict(table["plurals"])
 
 
 #: Read once, at import: immutable data like the word lists of :mod:`deja.semantic.lexicon`.
-NOUNS = load_nouns()
+NOUNS, IRREGULAR = load_nouns()
 
 
 def base_form(word: str) -> str:
     """``word`` as the table spells it: its singular where that is listed ("bowls" -> "bowl",
-    though WordNet lists "bowls" the game too; "cities" -> "city"), else as written."""
+    though WordNet lists "bowls" the game too; "cities" -> "city"; "children" -> "child"),
+    else as written."""
+    if (irregular := IRREGULAR.get(word)) is not None:
+        return irregular
     for ending, stem in _PLURALS:
         if word.endswith(ending) and (singular := word[: -len(ending)] + stem) in NOUNS:
             return singular

@@ -10,7 +10,7 @@ import pytest
 
 from deja.files import file_sha256
 from deja.semantic.mismatch import compare
-from deja.semantic.neighbours import NOUNS, TABLE_FILE, base_form, load_nouns, swapped
+from deja.semantic.neighbours import IRREGULAR, NOUNS, TABLE_FILE, base_form, load_nouns, swapped
 
 
 @pytest.mark.parametrize(
@@ -62,6 +62,7 @@ def test_base_forms() -> None:
     assert base_form("bowls") == "bowl"
     assert base_form("cities") == "city"
     assert base_form("boxes") == "box"
+    assert base_form("knives") == "knife"  # WordNet's irregular plurals
     assert base_form("glass") == "glass"  # listed as written: no singular sought
     assert base_form("zzzs") == "zzzs"  # unknown stays as written
 
@@ -82,4 +83,5 @@ def test_the_shipped_table() -> None:
     # every word is lower-case letters; every set is non-empty where the check needs it
     assert all(w.isalpha() and w == w.lower() for w in NOUNS)
     assert all(n.senses and n.classes for n in NOUNS.values())
-    assert load_nouns(TABLE_FILE) == NOUNS
+    assert all(singular in NOUNS for singular in IRREGULAR.values())
+    assert load_nouns(TABLE_FILE) == (NOUNS, IRREGULAR)

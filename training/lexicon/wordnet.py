@@ -9,14 +9,15 @@ synset offsets: every noun sense of the word (two words sharing one are synonyms
 sense: "photo" / "picture"), the classes of its dominant senses (the direct hypernyms of its
 first :data:`SENSES` senses that lie at least :data:`MIN_DEPTH` steps below the root, so
 "kitchen appliance" counts and "object" does not), and the direct hypernyms of every sense
-(so a word never reads as a sister of its own class: "oven" / "kitchen appliance").
+(so a word never reads as a sister of its own class: "oven" / "kitchen appliance"); and
+WordNet's irregular plurals of the listed nouns ("children" -> "child", "knives" -> "knife").
 :mod:`deja.semantic.neighbours` calls two words *neighbours* when they share a class and
 neither shares a sense with, nor is a class of, the other ("microwave" / "oven", "hotel" /
 "restaurant", "calcium" / "sodium").
 
 The WNDB files are read directly, not through ``nltk``: its reader refuses a corpus directory
 outside its own data path and expects a ``lexnames`` file that Debian's package does not ship,
-and the three files used here have a documented, line-per-record format (``wndb(5WN)``,
+and the four files used here have a documented, line-per-record format (``wndb(5WN)``,
 ``senseidx(5WN)``). Standard library only; runs in a second.
 """
 
@@ -43,6 +44,8 @@ LEVELS = 2
 #: words whole) vouch for a noun that WordNet's sense counts never saw: the counts come from
 #: texts older than "laptop" and "smartphone".
 VOCAB = REPO / "deja" / "models" / "verifier" / "tokenizer.json"
+#: The WNDB files read.
+FILES = ("index.noun", "data.noun", "index.sense", "noun.exc")
 #: The sense-index ``ss_type`` digits: 1 noun, 2 verb, 3 adjective, 4 adverb, 5 satellite.
 NOUN = "1"
 
@@ -89,6 +92,16 @@ def read_counts(path: Path) -> dict[tuple[str, str], int]:
     return out
 
 
+def read_exceptions(path: Path) -> dict[str, str]:
+    """``noun.exc``: an irregular plural -> its first listed singular ("children" -> "child")."""
+    out: dict[str, str] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        form, *lemmas = line.split()
+        if lemmas and form.isalpha():
+            out[form] = lemmas[0]
+    return out
+
+
 def derive(root: Path, vocab: frozenset[str]) -> dict[str, list[list[int]]]:
     """word -> [its senses, its classes, every sense's hypernyms] (see the module doc)."""
     index = read_index(root / "index.noun")
@@ -128,9 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--vocab", type=Path, default=VOCAB, help="tokenizer.json of common words")
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args(argv)
-    missing = [
-        n for n in ("index.noun", "data.noun", "index.sense") if not (args.wordnet / n).is_file()
-    ]
+    missing = [n for n in FILES if not (args.wordnet / n).is_file()]
     if missing:
         print(
             f"--wordnet {args.wordnet}: no {', '.join(missing)} there "
@@ -140,6 +151,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     vocab = frozenset(json.loads(args.vocab.read_text(encoding="utf-8"))["model"]["vocab"])
     words = derive(args.wordnet, vocab)
+    plurals = {
+        form: lemma
+        for form, lemma in read_exceptions(args.wordnet / "noun.exc").items()
+        if lemma in words
+    }
     table = {
         "source": "WordNet 3.0 (Princeton University; WordNet 3.0 licence), Debian wordnet-base",
         "derived_by": "python -m training.lexicon.wordnet",
@@ -148,6 +164,7 @@ def main(argv: list[str] | None = None) -> int:
         "levels": LEVELS,
         "vocabulary": "the words of deja/models/verifier/tokenizer.json (bert-base-uncased)",
         "words": words,
+        "plurals": plurals,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(
