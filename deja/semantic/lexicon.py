@@ -165,10 +165,12 @@ QUESTION_WORDS = {
     "why": "reason",
 }
 #: Closed classes of names that people often type in lower case (and Spanish always writes
-#: so): weekdays, months, languages and continents. One member swapped for another of its
-#: class is a named-entity mismatch however it is written ("pharmacy hours on sunday" / "on
-#: monday", "aprender inglés" / "aprender alemán"). English "may" and "march" are left out:
-#: they are verbs more often than months.
+#: so): weekdays, months, languages and continents; and the basic colours, which change what
+#: a question asks as much ("makeup for a red dress" / "for a green dress"). One member
+#: swapped for another of its class is a named-entity mismatch however it is written
+#: ("pharmacy hours on sunday" / "on monday", "aprender inglés" / "aprender alemán"). English
+#: "may" and "march" are left out: they are verbs more often than months; and "gray", so that
+#: "grey" / "gray" is no swap.
 NAME_CLASSES: dict[str, str] = {
     "weekday": (
         "monday tuesday wednesday thursday friday saturday sunday lunes martes miércoles "
@@ -188,6 +190,12 @@ NAME_CLASSES: dict[str, str] = {
     ),
     "continent": (
         "africa europe asia oceania antarctica áfrica europa oceanía antártida antartida"
+    ),
+    "colour": (
+        "red blue green yellow black white orange purple pink brown grey rojo roja rojos rojas "
+        "azul azules verde verdes amarillo amarilla amarillos amarillas negro negra negros "
+        "negras blanco blanca blancos blancas morado morada morados moradas marrón marrones gris "
+        "grises"
     ),
 }
 NAME_CLASS = {w: c for c, words in NAME_CLASSES.items() for w in words.split()}
