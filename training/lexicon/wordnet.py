@@ -6,9 +6,10 @@ WordNet 3.0 (Debian's ``wordnet-base`` and ``wordnet-sense-index``)::
 
 For each English noun that people use mostly as a noun, the table keeps three sets of WordNet
 synset offsets: every noun sense of the word (two words sharing one are synonyms in some
-sense: "photo" / "picture"), the classes of its dominant senses (the direct hypernyms of its
-first :data:`SENSES` senses that lie at least :data:`MIN_DEPTH` steps below the root, so
-"kitchen appliance" counts and "object" does not), and the direct hypernyms of every sense
+sense: "photo" / "picture"), the classes of its dominant senses (the hypernyms up to
+:data:`LEVELS` steps above its first :data:`SENSES` senses that lie at least :data:`MIN_DEPTH`
+steps below the root, so "kitchen appliance" counts and "object" does not), and the direct
+hypernyms of every sense
 (so a word never reads as a sister of its own class: "oven" / "kitchen appliance"); and
 WordNet's irregular plurals of the listed nouns ("children" -> "child", "knives" -> "knife").
 :mod:`deja.semantic.neighbours` calls two words *neighbours* when they share a class and
@@ -113,7 +114,6 @@ def derive(root: Path, vocab: frozenset[str]) -> dict[str, list[list[int]]]:
         parents = ups.get(offset, [])
         return 0 if not parents else 1 + min(depth(p) for p in parents)
 
-    sys.setrecursionlimit(10_000)
     words: dict[str, list[list[int]]] = {}
     for lemma, senses in sorted(index.items()):
         if not lemma.isalpha() or len(lemma) < 3:
