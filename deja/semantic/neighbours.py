@@ -77,8 +77,11 @@ def swapped(content_a: set[str], content_b: set[str]) -> bool:
         return False  # base forms only ever remove differences
     a = {base_form(w) for w in content_a}
     b = {base_form(w) for w in content_b}
-    only_a = {x for x in a - b if not any(x[:_SAME_FAMILY] == y[:_SAME_FAMILY] for y in b - a)}
-    only_b = {y for y in b - a if not any(x[:_SAME_FAMILY] == y[:_SAME_FAMILY] for x in a - b)}
+    diff_a, diff_b = a - b, b - a
+    family_a = {w[:_SAME_FAMILY] for w in diff_a}
+    family_b = {w[:_SAME_FAMILY] for w in diff_b}
+    only_a = {x for x in diff_a if x[:_SAME_FAMILY] not in family_b}
+    only_b = {y for y in diff_b if y[:_SAME_FAMILY] not in family_a}
     if len(only_a) != 1 or len(only_b) != 1:
         return False
     (x,), (y,) = only_a, only_b
